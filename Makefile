@@ -1,0 +1,58 @@
+# crawlfleet — two commands do everything on a bare Debian machine: `make demo` and `make test`.
+# Both install what is missing first (Debian packages as root, then a .venv with the project), quickly when present.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
+PYTEST_ARGS ?=
+
+.PHONY: all install install-deps venv demo test test-unit test-integration lint bench services-up services-down clean
+
+all: test
+
+install: install-deps venv
+
+install-deps:
+	@bash deploy/install-deps.sh
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
+
+demo: install
+	@$(VENV)/bin/crawlfleet demo
+
+test: install
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	@$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test-integration: install
+	@$(PY) -m pytest -m "integration or e2e" $(PYTEST_ARGS)
+
+lint: venv
+	@$(VENV)/bin/ruff check .
+
+bench: install $(BENCH_STAMP)
+	@$(PY) -m bench
+
+services-up: install
+	@$(VENV)/bin/crawlfleet services up
+
+services-down: venv
+	@$(VENV)/bin/crawlfleet services down
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""crawlfleet bench floor."""

@@ -1,0 +1,1 @@
+"""crawlfleet deploy floor."""

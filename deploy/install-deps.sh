@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Debian packages crawlfleet's local services need: redis-server, zookeeper, a JRE (and python3-venv for the
+# system Python). Installs only what is missing, so a second run is a few stat calls.
+set -euo pipefail
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "crawlfleet needs these Debian packages: ${missing[*]}" >&2
+  echo "run as root, or install them first: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's packages start their own daemons where an init system runs; crawlfleet starts its own on free ports.
+for unit in redis-server zookeeper; do
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$unit" 2>/dev/null; then
+    systemctl stop "$unit" || true
+  fi
+done

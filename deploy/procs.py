@@ -1,0 +1,158 @@
+"""Processes and ports: spawn, wait with a bound, stop by PID.
+
+Everything that starts a process (local services, the demo web, tests, benchmarks) goes through these helpers, so
+every child is stopped the same way: SIGTERM to its process group, a bounded wait, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class WaitTimeout(TimeoutError):
+    """A bounded wait ran out; the message says what was awaited."""
+
+
+def wait_for(
+    condition: Callable[[], T],
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    alive: Callable[[], str | None] | None = None,
+) -> T:
+    """Poll ``condition`` until it returns a truthy value, at most ``timeout`` seconds.
+
+    ``alive`` may return a reason to give up early (e.g. the awaited process exited).
+    """
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            result = condition()
+            if result:
+                return result
+        except Exception as exc:  # the condition probes a service that may not answer yet
+            last_error = exc
+        if alive is not None:
+            reason = alive()
+            if reason:
+                raise WaitTimeout(f"gave up waiting for {what}: {reason}")
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that is free now (the caller binds it soon; ports are not reserved)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        return sock.connect_ex((host, port)) == 0
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a new listener could bind the port now (nothing listens and nothing holds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+        return True
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); reap it if it is ours.
+    with contextlib.suppress(ChildProcessError):
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        if reaped == pid:
+            return False
+    return _state(pid) not in {"Z", "X"}
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "X"
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def spawn(
+    argv: Sequence[str],
+    log_path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a child in its own process group (so that stopping it also stops what it started)."""
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    finally:
+        if log_path:
+            log.close()
+
+
+def stop_pid(pid: int, timeout: float = 10.0, sig: int = signal.SIGTERM) -> bool:
+    """Stop a process (and its group when it leads one): ``sig``, a bounded wait, then SIGKILL.
+
+    Returns True when the process was running.
+    """
+    if not pid_alive(pid):
+        return False
+    _signal(pid, sig)
+    try:
+        wait_for(lambda: not pid_alive(pid), timeout, f"pid {pid} to exit")
+    except WaitTimeout:
+        _signal(pid, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(pid), 10.0, f"pid {pid} to exit after SIGKILL")
+    return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def kill_hard(pid: int) -> None:
+    """SIGKILL, as a crash would (fault tests); waits until the process is gone."""
+    _signal(pid, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(pid), 10.0, f"pid {pid} to die")

@@ -1,0 +1,51 @@
+"""MongoDB wire protocol: SecantusDB (``secantusd-py`` from PyPI), in memory or on a disk path."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from deploy.procs import free_port, spawn
+from deploy.services.base import LocalService, ServiceError, ServiceRecord
+
+
+def secantus_bin() -> str:
+    beside_python = Path(sys.executable).with_name("secantusd-py")
+    path = str(beside_python) if beside_python.exists() else shutil.which("secantusd-py")
+    if not path:
+        raise ServiceError("secantusd-py not found: pip install 'crawlfleet[local]' (make venv)")
+    return path
+
+
+class MongoService(LocalService):
+    name = "mongo"
+
+    def __init__(self, storage_path: str | None = None) -> None:
+        # ':memory:' is wiped on restart; a disk path survives one (tests that restart the server use one).
+        self.storage_path = storage_path or ":memory:"
+
+    def start(self, run_dir: Path) -> ServiceRecord:
+        port = free_port()
+        data_dir = run_dir / "mongo"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        argv = [secantus_bin(), "--host", self.host, "--port", str(port), "--storage-path", self.storage_path,
+                "--log-level", "WARNING"]
+        log = run_dir / "mongo.log"
+        # cwd: the launcher looks for ./secantusd.toml; an empty directory keeps a stray one from applying.
+        proc = spawn(argv, log, cwd=data_dir)
+        return ServiceRecord(self.name, [proc.pid], [port], str(log), str(data_dir),
+                             {"storage_path": self.storage_path})
+
+    def ready(self, record: ServiceRecord) -> bool:
+        from pymongo import MongoClient
+
+        client = MongoClient(self.host, record.port, serverSelectionTimeoutMS=1000, connectTimeoutMS=1000)
+        try:
+            return client.admin.command("ping").get("ok") == 1
+        finally:
+            client.close()
+
+    def connection(self, record: ServiceRecord) -> dict[str, Any]:
+        return {"mongo_uri": f"mongodb://{self.host}:{record.port}/"}

@@ -1,0 +1,1 @@
+"""crawlfleet master floor."""

@@ -1,0 +1,1 @@
+"""crawlfleet messaging floor."""

@@ -1,0 +1,158 @@
+"""Client factories: every component connects to Redis, Kafka, ZooKeeper and MongoDB through these.
+
+Each takes the resolved :class:`~messaging.settings.Settings` (default: :func:`messaging.settings.load`), so that a
+connection string, credentials or TLS option is configured once for the whole host.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from messaging.settings import Settings, load
+
+
+def _settings(settings: Settings | None) -> Settings:
+    return settings if settings is not None else load()
+
+
+# --- redis -------------------------------------------------------------------------------------------------------
+def redis_client(settings: Settings | None = None, **kwargs: Any) -> Any:
+    """A Redis client from CRAWLFLEET_REDIS_URL: ``redis.Redis``, or ``redis.cluster.RedisCluster`` in cluster mode.
+
+    ``rediss://`` URLs use TLS; ``user:password@`` authenticates. Replies are bytes (decode where needed).
+    """
+    import redis
+    from redis.cluster import RedisCluster
+
+    settings = _settings(settings)
+    options: dict[str, Any] = {"socket_timeout": 30, "socket_connect_timeout": 10, "health_check_interval": 30}
+    options.update(kwargs)
+    if settings.redis_cluster:
+        options.pop("health_check_interval", None)
+        return RedisCluster.from_url(settings.redis_url, **options)
+    return redis.Redis.from_url(settings.redis_url, **options)
+
+
+# --- kafka -------------------------------------------------------------------------------------------------------
+def kafka_security(settings: Settings) -> dict[str, Any]:
+    """kafka-python security options (SSL / SASL) from the settings; empty for PLAINTEXT."""
+    protocol = settings.kafka_security_protocol.upper()
+    options: dict[str, Any] = {"security_protocol": protocol}
+    if "SASL" in protocol:
+        options.update(
+            sasl_mechanism=settings.kafka_sasl_mechanism or "PLAIN",
+            sasl_plain_username=settings.kafka_sasl_username or None,
+            sasl_plain_password=settings.kafka_sasl_password or None,
+        )
+    if "SSL" in protocol:
+        options.update(
+            ssl_cafile=settings.kafka_ssl_cafile or None,
+            ssl_certfile=settings.kafka_ssl_certfile or None,
+            ssl_keyfile=settings.kafka_ssl_keyfile or None,
+        )
+    return options
+
+
+def _bootstrap(settings: Settings) -> list[str]:
+    return [server.strip() for server in settings.kafka_bootstrap.split(",") if server.strip()]
+
+
+def kafka_producer(settings: Settings | None = None, **kwargs: Any) -> Any:
+    """A JSON producer: values are dicts, acknowledged by the leader, retried, idempotent ordering per key."""
+    from kafka import KafkaProducer
+
+    settings = _settings(settings)
+    options: dict[str, Any] = {
+        "bootstrap_servers": _bootstrap(settings),
+        "value_serializer": lambda value: json.dumps(value, ensure_ascii=False).encode("utf-8"),
+        "key_serializer": lambda key: key.encode("utf-8") if isinstance(key, str) else key,
+        "acks": 1,
+        "retries": 5,
+        "linger_ms": 5,
+        "max_in_flight_requests_per_connection": 1,
+        "request_timeout_ms": 15000,
+    }
+    options.update(kafka_security(settings))
+    options.update(kwargs)
+    return KafkaProducer(**options)
+
+
+def kafka_consumer(settings: Settings | None = None, *topics: str, **kwargs: Any) -> Any:
+    """A consumer with manual commits (commit after the work is durable) and the configured group timeouts."""
+    from kafka import KafkaConsumer
+
+    settings = _settings(settings)
+    options: dict[str, Any] = {
+        "bootstrap_servers": _bootstrap(settings),
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": settings.kafka_session_timeout_ms,
+        "heartbeat_interval_ms": settings.kafka_heartbeat_ms,
+        "max_poll_records": 500,
+        "request_timeout_ms": max(30000, settings.kafka_session_timeout_ms + 5000),
+    }
+    options.update(kafka_security(settings))
+    options.update(kwargs)
+    return KafkaConsumer(*topics, **options)
+
+
+def kafka_admin(settings: Settings | None = None, **kwargs: Any) -> Any:
+    from kafka.admin import KafkaAdminClient
+
+    settings = _settings(settings)
+    options: dict[str, Any] = {"bootstrap_servers": _bootstrap(settings), "request_timeout_ms": 15000}
+    options.update(kafka_security(settings))
+    options.update(kwargs)
+    return KafkaAdminClient(**options)
+
+
+def ensure_topics(settings: Settings | None = None, partitions: dict[str, int] | None = None) -> None:
+    """Create the given topics (name -> partitions) when missing; existing topics are left as they are."""
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    settings = _settings(settings)
+    wanted = partitions or {}
+    admin = kafka_admin(settings)
+    try:
+        existing = set(admin.list_topics())
+        missing = [NewTopic(name, count, 1) for name, count in wanted.items() if name not in existing]
+        if missing:
+            try:
+                admin.create_topics(missing)
+            except TopicAlreadyExistsError:
+                pass  # another process created it meanwhile
+    finally:
+        admin.close()
+
+
+# --- zookeeper ---------------------------------------------------------------------------------------------------
+def zk_client(settings: Settings | None = None, start: bool = True, **kwargs: Any) -> Any:
+    """A started kazoo client with the configured (short) session timeout; the connection string may hold a chroot."""
+    from kazoo.client import KazooClient
+
+    settings = _settings(settings)
+    options: dict[str, Any] = {"hosts": settings.zk_hosts, "timeout": settings.zk_timeout}
+    options.update(kwargs)
+    client = KazooClient(**options)
+    if start:
+        client.start(timeout=max(10.0, settings.zk_timeout * 2))
+    return client
+
+
+# --- mongodb -----------------------------------------------------------------------------------------------------
+def mongo_client(settings: Settings | None = None, **kwargs: Any) -> Any:
+    """A pymongo client from CRAWLFLEET_MONGO_URI (credentials and TLS as URI options)."""
+    from pymongo import MongoClient
+
+    settings = _settings(settings)
+    options: dict[str, Any] = {"serverSelectionTimeoutMS": 10000}
+    options.update(kwargs)
+    return MongoClient(settings.mongo_uri, **options)
+
+
+def mongo_database(settings: Settings | None = None, client: Any = None) -> Any:
+    settings = _settings(settings)
+    client = client if client is not None else mongo_client(settings)
+    return client[settings.mongo_db]

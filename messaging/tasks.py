@@ -1,0 +1,107 @@
+"""A crawl task as it travels through Redis: ``seeds`` → a worker's domain queue → its leases → acknowledged.
+
+A task is one URL of one crawl. It is stored as compact JSON with sorted keys, so that the same task is always the
+same zset member (re-pushing it is idempotent) and a member can be removed by value. The crawl's rule is not copied
+into every task: it is stored once in ``crawl:<crawlid>``.
+
+Queue order: lower score pops first (``ZPOPMIN``). In ``seeds`` the score puts higher priorities first and keeps
+arrival order (first in, first out) within a priority.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from messaging import keys
+from messaging.domains import domain_of
+
+MIN_PRIORITY = 0
+MAX_PRIORITY = 255
+DEFAULT_PRIORITY = 100
+# Arrival numbers below 2**44 keep every score an exact integer in a double (255 * 2**44 < 2**53).
+_ARRIVAL_SPAN = 2**44
+
+
+def seeds_score(priority: int, arrival: int) -> float:
+    """Score in ``seeds``: higher priority first, then first in first out."""
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority {priority} outside {MIN_PRIORITY}..{MAX_PRIORITY}")
+    return float((MAX_PRIORITY - priority) * _ARRIVAL_SPAN + arrival % _ARRIVAL_SPAN)
+
+
+def queue_score(priority: int, depth: int = 0) -> float:
+    """Score in a worker's domain queue: higher priority first, then shallower pages (breadth first)."""
+    return float((MAX_PRIORITY - priority) * 1024 + min(depth, 1023))
+
+
+@dataclass(frozen=True)
+class Task:
+    url: str
+    crawlid: str
+    spider_type: str
+    userid: str = ""
+    priority: int = DEFAULT_PRIORITY
+    depth: int = 0
+    callback: str = ""  # which of the spider's page kinds the URL is (e.g. the list spider's "detail")
+    referer: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)  # small values the spider carries to the child (list fields)
+
+    @property
+    def domain(self) -> str:
+        return domain_of(self.url)
+
+    def encode(self) -> str:
+        data = {key: value for key, value in asdict(self).items() if value not in ("", {}, None)}
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def decode(cls, raw: str | bytes) -> Task:
+        data = json.loads(raw)
+        return cls(**data)
+
+    def child(self, url: str, callback: str = "", meta: dict[str, Any] | None = None) -> Task:
+        """A task for a link found on this task's page: same crawl, one level deeper."""
+        return Task(url=url, crawlid=self.crawlid, spider_type=self.spider_type, userid=self.userid,
+                    priority=self.priority, depth=self.depth + 1, callback=callback, referer=self.url,
+                    meta=meta or {})
+
+
+# Fields of the ``crawl:<crawlid>`` hash (ARCHITECTURE.md: rule, spider type, user, limits, state, counts).
+class CrawlFields:
+    RULE = "rule"  # JSON of the crawl's rule
+    SPIDER_TYPE = "spider_type"
+    USERID = "userid"
+    URL = "url"  # the start URL
+    MAXDEPTH = "maxdepth"
+    MAX_PAGES = "max_pages"
+    DOMAIN_MAX_PAGES = "domain_max_pages"
+    COOKIE = "cookie"
+    STATE = "state"  # running | stopped | finished
+    CREATED = "created"  # Redis time of the request
+    FINISHED = "finished"
+    PAGES = "pages"  # responses processed (completed tasks)
+    ITEMS = "items"  # items stored
+    ENQUEUED = "enqueued"  # tasks ever put into seeds
+
+
+class CrawlState:
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FINISHED = "finished"
+
+
+def push_seeds(redis: Any, tasks: list[Task]) -> int:
+    """Put tasks into ``seeds`` in two round trips; returns how many were new there.
+
+    Arrival numbers come from one ``INCRBY`` on ``seeds:sequence`` so that concurrent pushers (Kafka monitors,
+    workers pushing children) keep first-in first-out order within a priority. A task already in ``seeds`` (the same
+    member) is left where it is (``ZADD NX``): re-pushing after a crash is harmless.
+    """
+    if not tasks:
+        return 0
+    last = int(redis.incrby(keys.SEEDS_SEQUENCE, len(tasks)))
+    first = last - len(tasks) + 1
+    mapping = {task.encode(): seeds_score(task.priority, first + i) for i, task in enumerate(tasks)}
+    return int(redis.zadd(keys.SEEDS, mapping, nx=True))

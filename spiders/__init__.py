@@ -1,0 +1,1 @@
+"""crawlfleet spiders floor."""

@@ -1,0 +1,212 @@
+"""Real services for the tests, started by the same code as ``crawlfleet services up``, and per-test isolation.
+
+- ``local_services`` (session): Redis, ZooKeeper, Kafka and MongoDB on loopback, stopped by PID at the end.
+- ``cf`` (per test): an isolated view of them — its own Redis database, its own topic names, its own ZooKeeper
+  chroot, its own MongoDB database — as environment variables for child processes (``cf.env``) and as resolved
+  settings (``cf.settings``); emptied afterwards.
+- ``procs`` (per test): starts child processes and stops every one of them by PID at teardown.
+- ``redis_cluster`` (session) and ``cf_cluster`` (per test): the same against a 3-master Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy import services as svc
+from deploy.procs import spawn, stop_pid, wait_for
+from deploy.services.redis import DATABASES, flush_cluster
+from messaging import clients
+from messaging.settings import Settings, load
+
+REPO = Path(__file__).resolve().parents[2]
+# Tansu holds a group join for about half the session timeout: short timeouts keep rebalances fast in tests.
+TEST_ENV = {
+    "CRAWLFLEET_KAFKA_SESSION_TIMEOUT_MS": "6000",
+    "CRAWLFLEET_KAFKA_HEARTBEAT_MS": "500",
+    "CRAWLFLEET_ZK_TIMEOUT": "4",
+    "CRAWLFLEET_LOG_LEVEL": "INFO",
+}
+_sequence = itertools.count(1)
+
+
+@dataclass
+class Isolated:
+    """One test's share of the services."""
+
+    name: str
+    env: dict[str, str]
+    settings: Settings
+    _clients: list[Any] = field(default_factory=list)
+
+    def redis(self, **kwargs: Any) -> Any:
+        client = clients.redis_client(self.settings, **kwargs)
+        self._clients.append(client)
+        return client
+
+    def zk(self) -> Any:
+        client = clients.zk_client(self.settings)
+        self._clients.append(client)
+        return client
+
+    def mongo(self) -> Any:
+        client = clients.mongo_client(self.settings)
+        self._clients.append(client)
+        return client[self.settings.mongo_db]
+
+    def with_env(self, **overrides: str) -> dict[str, str]:
+        return {**self.env, **overrides}
+
+    def close(self) -> None:
+        for client in self._clients:
+            for method in ("stop", "close"):
+                if hasattr(client, method):
+                    try:
+                        getattr(client, method)()
+                    except Exception:  # teardown of a client whose server may be gone
+                        pass
+
+
+@pytest.fixture(scope="session")
+def local_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    run_dir = tmp_path_factory.mktemp("services")
+    state = svc.up(run_dir, svc.Options(timeout=60))
+    try:
+        yield {**state, "run_dir": str(run_dir)}
+    finally:
+        svc.down(run_dir)
+
+
+def _base_env(run_dir: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CRAWLFLEET_")}
+    env.update(TEST_ENV)
+    env["CRAWLFLEET_RUN_DIR"] = run_dir
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _test_name(request: pytest.FixtureRequest, number: int) -> str:
+    base = "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40]
+    return f"t{number}_{base}"
+
+
+@pytest.fixture
+def cf(local_services: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[Isolated]:
+    number = next(_sequence)
+    name = _test_name(request, number)
+    redis_db = number % (DATABASES - 1) + 1
+    host_port = local_services["redis_url"].rsplit("/", 1)[0]
+    env = _base_env(local_services["run_dir"])
+    env.update(
+        CRAWLFLEET_REDIS_URL=f"{host_port}/{redis_db}",
+        CRAWLFLEET_ZK_HOSTS=f"{local_services['zk_hosts']}/{name}",
+        CRAWLFLEET_MONGO_DB=name,
+        CRAWLFLEET_TOPIC_INCOMING=f"{name}.incoming",
+        CRAWLFLEET_TOPIC_OUTBOUND=f"{name}.outbound",
+        CRAWLFLEET_TOPIC_FAILED=f"{name}.failed",
+    )
+    # A chroot must exist before a client rooted in it can create anything.
+    root = clients.zk_client(load({**env, "CRAWLFLEET_ZK_HOSTS": local_services["zk_hosts"]}))
+    root.ensure_path(f"/{name}")
+    isolated = Isolated(name, env, load(env))
+    isolated.redis().flushdb()
+    try:
+        yield isolated
+    finally:
+        isolated.close()
+        try:
+            cleanup = clients.redis_client(isolated.settings)
+            cleanup.flushdb()
+            cleanup.close()
+            root.delete(f"/{name}", recursive=True)
+            mongo = clients.mongo_client(isolated.settings)
+            mongo.drop_database(name)
+            mongo.close()
+        finally:
+            root.stop()
+            root.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    run_dir = tmp_path_factory.mktemp("redis-cluster")
+    options = svc.Options(redis_cluster=True, only=("redis",), timeout=60)
+    state = svc.up(run_dir, options)
+    try:
+        yield state
+    finally:
+        svc.down(run_dir)
+
+
+@pytest.fixture
+def cf_cluster(cf: Isolated, redis_cluster: dict[str, Any]) -> Iterator[Isolated]:
+    """Like ``cf``, but Redis is the 3-master cluster (database 0, flushed before and after)."""
+    port = int(redis_cluster["redis_url"].rsplit(":", 1)[1].split("/")[0])
+    env = cf.with_env(CRAWLFLEET_REDIS_URL=redis_cluster["redis_url"], CRAWLFLEET_REDIS_CLUSTER="1")
+    isolated = Isolated(cf.name, env, load(env))
+    flush_cluster(port)
+    try:
+        yield isolated
+    finally:
+        isolated.close()
+        flush_cluster(port)
+
+
+class Processes:
+    """Children of one test; each is stopped by PID at teardown, and its log is shown when it failed."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], name: str | None = None,
+              cwd: str | os.PathLike[str] | None = None) -> subprocess.Popen[bytes]:
+        name = name or Path(argv[0]).name
+        log = self.log_dir / f"{name}-{len(self.started)}.log"
+        proc = spawn(argv, log, env=env, cwd=cwd or REPO)
+        self.started.append((name, proc, log))
+        return proc
+
+    def python(self, *args: str, env: Mapping[str, str], name: str | None = None) -> subprocess.Popen[bytes]:
+        """``python -m …`` or a script, with this interpreter."""
+        return self.start([sys.executable, *args], env, name or (args[1] if args[0] == "-m" else args[0]))
+
+    def crawlfleet(self, *args: str, env: Mapping[str, str], name: str | None = None) -> subprocess.Popen[bytes]:
+        return self.python("-m", "deploy.cli", *args, env=env, name=name or f"crawlfleet-{args[0]}")
+
+    def log(self, proc: subprocess.Popen[bytes]) -> str:
+        for _, candidate, path in self.started:
+            if candidate is proc:
+                return path.read_text(errors="replace") if path.exists() else ""
+        raise KeyError(proc.pid)
+
+    def wait_log(self, proc: subprocess.Popen[bytes], text: str, timeout: float) -> None:
+        def exited() -> str | None:
+            return f"exited with {proc.returncode}:\n{self.log(proc)[-2000:]}" if proc.poll() is not None else None
+
+        wait_for(lambda: text in self.log(proc), timeout, f"{text!r} in the log of pid {proc.pid}", 0.1, exited)
+
+    def stop_all(self) -> None:
+        for _, proc, _ in reversed(self.started):
+            stop_pid(proc.pid, timeout=10)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    processes = Processes(tmp_path)
+    try:
+        yield processes
+    finally:
+        processes.stop_all()
