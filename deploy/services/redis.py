@@ -10,11 +10,13 @@ from typing import Any
 import redis as redis_py
 import redis.cluster
 
-from deploy.procs import free_port, spawn, wait_for
+from deploy.procs import free_port, port_free, spawn, wait_for
 from deploy.services.base import LocalService, ServiceError, ServiceRecord
 
 # Enough databases that every test can have its own (isolation without key prefixes).
 DATABASES = 4096
+# A cluster node also listens on its port + 10000 (the cluster bus).
+CLUSTER_BUS_OFFSET = 10000
 
 
 def redis_server_bin() -> str:
@@ -66,7 +68,7 @@ class RedisClusterService(LocalService):
         log = run_dir / "redis-cluster.log"
         pids, ports = [], []
         for _ in range(self.nodes):
-            port = free_port()
+            port = _cluster_port()
             node_dir = data_dir / str(port)
             node_dir.mkdir(exist_ok=True)
             argv = _argv(port, node_dir, False, "--cluster-enabled", "yes",
@@ -107,6 +109,15 @@ class RedisClusterService(LocalService):
 
     def connection(self, record: ServiceRecord) -> dict[str, Any]:
         return {"redis_url": f"redis://{self.host}:{record.port}/0", "redis_cluster": True}
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster-bus twin (port + 10000) is free too."""
+    for _ in range(200):
+        port = free_port()
+        if port + CLUSTER_BUS_OFFSET <= 65535 and port_free(port + CLUSTER_BUS_OFFSET):
+            return port
+    raise ServiceError("no free port pair for a Redis Cluster node")
 
 
 def _pings(host: str, port: int) -> bool:

@@ -1,0 +1,27 @@
+"""``crawlfleet``: the command line of every component.
+
+Each floor's commands live in their own module (``deploy/cli_*.py``) and are attached here, so that ``crawlfleet
+--help`` lists everything one host can run.
+"""
+
+from __future__ import annotations
+
+import click
+
+from deploy.cli_demoweb import demoweb
+from deploy.cli_services import env_command, services, settings_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="crawlfleet")
+def main() -> None:
+    """crawlfleet: a distributed web crawler built on Scrapy."""
+
+
+main.add_command(services)
+main.add_command(env_command)
+main.add_command(settings_command)
+main.add_command(demoweb)
+
+if __name__ == "__main__":
+    main()

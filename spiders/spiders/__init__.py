@@ -1,0 +1,1 @@
+"""crawlfleet's spiders (``SPIDER_MODULES``): the ``list`` and ``universal`` spider types."""

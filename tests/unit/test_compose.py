@@ -1,0 +1,52 @@
+"""docker-compose.yml can't run here (no Docker engine): check that it is well-formed and honest instead."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from deploy.cli import main
+from messaging.settings import SETTINGS
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+OFFICIAL_IMAGES = {"redis", "zookeeper", "kafka", "mongo"}
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def _own_services(compose):
+    return {name: spec for name, spec in compose["services"].items() if "build" in spec}
+
+
+def test_infrastructure_uses_official_images(compose):
+    images = {name: compose["services"][name]["image"] for name in OFFICIAL_IMAGES}
+    assert images["redis"].startswith("redis:")
+    assert images["zookeeper"].startswith("zookeeper:")
+    assert images["kafka"].startswith("apache/kafka:")
+    assert images["mongo"].startswith("mongo:")
+
+
+def test_own_services_are_built_from_the_dockerfile(compose):
+    own = _own_services(compose)
+    assert {"master", "kafka-monitor", "redis-monitor"} <= set(own)
+    for spec in own.values():
+        assert (REPO / spec["build"]["dockerfile"]).is_file()
+
+
+def test_every_command_is_a_real_crawlfleet_command(compose):
+    runner = CliRunner()
+    for name, spec in _own_services(compose).items():
+        result = runner.invoke(main, [*spec["command"], "--help"])
+        assert result.exit_code == 0, f"{name}: crawlfleet {' '.join(spec['command'])} --help\n{result.output}"
+
+
+def test_every_variable_is_a_documented_setting(compose):
+    for name, spec in _own_services(compose).items():
+        for variable in spec.get("environment", {}):
+            assert variable in SETTINGS, f"{name} sets {variable}, which is not a documented setting"
