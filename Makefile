@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: all install install-deps venv demo test test-unit test-integration lint bench services-up services-down clean
+.PHONY: all install install-deps venv demo test test-unit test-integration lint bench services-up services-down readme clean
 
 all: test
 
@@ -53,6 +53,9 @@ services-up: install
 
 services-down: venv
 	@$(VENV)/bin/crawlfleet services down
+
+readme: venv
+	@$(PY) -m deploy.readme README.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from deploy.cli_demo import demo
 from deploy.cli_demoweb import demoweb
 from deploy.cli_services import env_command, services, settings_command
 
@@ -22,6 +23,7 @@ main.add_command(services)
 main.add_command(env_command)
 main.add_command(settings_command)
 main.add_command(demoweb)
+main.add_command(demo)
 
 if __name__ == "__main__":
     main()

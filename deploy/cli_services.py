@@ -45,7 +45,7 @@ def services_up(redis_cluster: bool, redis_aof: bool, mongo_storage: str | None,
     except local_services.ServiceError as exc:
         raise click.ClickException(str(exc)) from exc
     console.print(f"services up in {time.monotonic() - started:.1f}s (run dir {run_dir})")
-    _print_status(local_services.status(run_dir))
+    print_status(local_services.status(run_dir))
 
 
 @services.command("down")
@@ -66,12 +66,12 @@ def services_status(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report, sort_keys=True))
     else:
-        _print_status(report)
+        print_status(report)
     unhealthy = [name for name in local_services.SERVICE_NAMES if name in report and not report[name]["healthy"]]
     sys.exit(1 if unhealthy else 0)
 
 
-def _print_status(report: dict) -> None:
+def print_status(report: dict) -> None:
     table = Table(title="crawlfleet services")
     for column in ("service", "health", "pids", "ports", "connection"):
         table.add_column(column)
