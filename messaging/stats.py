@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import Counter
+from redis.cluster import RedisCluster
 
 from messaging import keys
 
@@ -146,17 +147,23 @@ class Stats:
         return self._counters[plugin]
 
     def incr(self, plugin: str, amount: int = 1, now: float | None = None) -> None:
-        """Count ``amount`` events of ``plugin`` (one round trip: a pipeline of small scripts)."""
+        """Count ``amount`` events of ``plugin`` (one round trip on one server: a pipeline of small scripts)."""
         if amount <= 0:
             return
         rolling, step = self._for(plugin)
-        pipe = self.redis.pipeline(transaction=False)
-        for counter in rolling:
-            counter.increment(amount, now, client=pipe)
-        if step is not None:
-            step.increment(amount, now, client=pipe)
-        pipe.incrby(keys.stats_counter(self.module, plugin, "lifetime"), amount)
-        pipe.execute()
+        counters: list[RollingCounter | StepCounter] = [*rolling, *([step] if step else [])]
+        lifetime = keys.stats_counter(self.module, plugin, "lifetime")
+        if isinstance(self.redis, RedisCluster):
+            # The window keys live in different slots, and a cluster pipeline refuses scripts: one call each.
+            for counter in counters:
+                counter.increment(amount, now)
+            self.redis.incrby(lifetime, amount)
+        else:
+            pipe = self.redis.pipeline(transaction=False)
+            for counter in counters:
+                counter.increment(amount, now, client=pipe)
+            pipe.incrby(lifetime, amount)
+            pipe.execute()
         EVENTS.labels(self.module, plugin).inc(amount)
 
     def value(self, plugin: str, window: int | str, now: float | None = None) -> int:

@@ -71,3 +71,12 @@ def test_metrics_endpoints_do_not_collide(cf):
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.cluster
+def test_stats_on_a_redis_cluster(cf_cluster):
+    stats = Stats(cf_cluster.redis(), "master")
+    stats.incr("dispatched", 5, now=T0)
+    stats.incr("dispatched", 2, now=T0 + 30)
+    assert stats.value("dispatched", 60, now=T0 + 31) == 7
+    assert stats.value("dispatched", "lifetime") == 7

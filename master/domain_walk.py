@@ -1,0 +1,139 @@
+"""A worker's fair walk over its domain queues (seed 4.3.1.1, "入队与出队"): round robin, skipping closed domains.
+
+Each pass starts at the domain after the one served last, so no domain starves and none is always first. A domain
+that the politeness step refused is skipped without asking Redis again until it can open: a throttled or blocked
+domain for the wait the step reported (the earliest moment its windows or its block allow a hit), an empty queue
+for a back-off that doubles while it stays empty (new tasks are noticed within ``max_empty_backoff``). When every
+domain is closed, :meth:`DomainWalk.next` sleeps until the earliest one opens instead of spinning; :meth:`poll` is
+the non-blocking form for event loops (Scrapy's scheduler), with :attr:`DomainWalk.wake_in` telling when to ask
+again. Every skip is counted by reason in :attr:`DomainWalk.skips` (the steps it asked for are also counted in
+the cluster's stats by the politeness engine).
+
+The walk only needs a ``take(domain) -> TakeResult`` (:meth:`master.politeness.Politeness.take`) and the list of
+domains (``Politeness.domains``, refreshed every ``refresh_seconds``); time is an injectable clock (local, since
+waits are durations), so the walk is tested in simulated time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from master.politeness import Outcome, TakeResult
+from messaging.clock import Clock
+from messaging.tasks import Task
+
+
+class MonotonicClock:
+    """This process's monotonic clock: waits are durations, so they need no shared time."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class DomainWalk:
+    def __init__(
+        self,
+        take: Callable[[str], TakeResult],
+        domains: Callable[[], Iterable[str]],
+        clock: Clock | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        refresh_seconds: float = 1.0,
+        min_empty_backoff: float = 0.05,
+        max_empty_backoff: float = 1.0,
+        max_sleep: float = 1.0,
+        on_removed: Callable[[list[Task]], None] | None = None,
+    ) -> None:
+        self.take = take
+        self.domains = domains
+        self.clock = clock or MonotonicClock()
+        self.sleep = sleep
+        self.refresh_seconds = refresh_seconds
+        self.min_empty_backoff = min_empty_backoff
+        self.max_empty_backoff = max_empty_backoff
+        self.max_sleep = max_sleep
+        self.on_removed = on_removed  # tasks dropped by the step (robots, blacklist): the caller completes them
+        self.skips: Counter[str] = Counter()  # by reason: an outcome of the step, or "waiting" (known closed)
+        self.wake_in = 0.0  # after a fruitless poll: seconds until the earliest domain may open
+        self._ring: list[str] = []
+        self._cursor = 0
+        self._ready_at: dict[str, float] = {}
+        self._empty_backoff: dict[str, float] = {}
+        self._refreshed_at: float | None = None
+
+    def refresh(self) -> None:
+        """Re-read the domain list: new domains join the end of the ring, vanished ones leave it."""
+        current = set(self.domains())
+        served = self._ring[self._cursor - 1] if self._ring else None
+        ring = [domain for domain in self._ring if domain in current]
+        ring.extend(sorted(current.difference(ring)))
+        self._ring = ring
+        self._cursor = (ring.index(served) + 1) % len(ring) if served in current and ring else 0
+        for domain in set(self._ready_at) - current:
+            self._ready_at.pop(domain, None)
+            self._empty_backoff.pop(domain, None)
+        self._refreshed_at = self.clock.now()
+
+    def poll(self) -> TakeResult | None:
+        """One pass over the domains from the one after the last served: the first task taken, or ``None``."""
+        now = self.clock.now()
+        if self._refreshed_at is None or now - self._refreshed_at >= self.refresh_seconds:
+            self.refresh()
+        count = len(self._ring)
+        earliest: float | None = None
+        for step in range(count):
+            index = (self._cursor + step) % count
+            domain = self._ring[index]
+            ready_at = self._ready_at.get(domain, 0.0)
+            if ready_at > now:
+                self._skip("waiting")
+                earliest = ready_at if earliest is None else min(earliest, ready_at)
+                continue
+            result = self.take(domain)
+            now = self.clock.now()
+            if result.removed and self.on_removed is not None:
+                self.on_removed(result.removed)
+            if result.outcome == Outcome.TAKEN:
+                self._ready_at.pop(domain, None)
+                self._empty_backoff.pop(domain, None)
+                self._cursor = (index + 1) % count
+                self.wake_in = 0.0
+                return result
+            ready_at = self._closed_until(domain, result, now)
+            earliest = ready_at if earliest is None else min(earliest, ready_at)
+        self.wake_in = self.max_empty_backoff if earliest is None else max(0.0, earliest - now)
+        return None
+
+    def next(self, timeout: float | None = None) -> TakeResult | None:
+        """The next task, sleeping while every domain is closed; ``None`` when ``timeout`` seconds passed first."""
+        deadline = None if timeout is None else self.clock.now() + timeout
+        while True:
+            result = self.poll()
+            if result is not None:
+                return result
+            pause = min(self.wake_in, self.max_sleep)
+            if deadline is not None:
+                remaining = deadline - self.clock.now()
+                if remaining <= 0:
+                    return None
+                pause = min(pause, remaining)
+            if pause > 0:
+                self.sleep(pause)
+
+    def _closed_until(self, domain: str, result: TakeResult, now: float) -> float:
+        self._skip(result.outcome)
+        if result.outcome in Outcome.WAITING:
+            ready_at = now + result.wait
+        elif result.outcome in (Outcome.EMPTY, Outcome.BLACKLISTED):
+            backoff = self._empty_backoff.get(domain, self.min_empty_backoff / 2) * 2
+            backoff = min(max(backoff, self.min_empty_backoff), self.max_empty_backoff)
+            self._empty_backoff[domain] = backoff
+            ready_at = now + backoff
+        else:  # disallowed URLs were removed: the domain may have allowed ones next
+            ready_at = now
+        self._ready_at[domain] = ready_at
+        return ready_at
+
+    def _skip(self, reason: str) -> None:
+        self.skips[reason] += 1

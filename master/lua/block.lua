@@ -1,0 +1,16 @@
+-- Block a domain cluster-wide until now + seconds (a 429/503 Retry-After); a block is only ever extended.
+--
+-- KEYS[1] block:{d}   ARGV[1] now in microseconds ('' = the Redis clock)   ARGV[2] seconds
+-- Reply: the time the block ends (us, as a string).
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local until_us = now + math.floor(tonumber(ARGV[2]) * 1000000)
+local current = tonumber(redis.call('GET', KEYS[1]))
+if current and current >= until_us then
+  return string.format('%d', current)
+end
+redis.call('SET', KEYS[1], string.format('%d', until_us), 'PX', math.max(1, math.ceil((until_us - now) / 1000)))
+return string.format('%d', until_us)

@@ -1,0 +1,281 @@
+"""The politeness engine: a worker takes a task of a domain only when the cluster may hit that domain now.
+
+One atomic Lua step per fetch (``lua/take.lua``, seed 4.2.2), at the Redis clock: refuse while ``block:{d}`` (a
+Retry-After) lasts; check the exact sliding windows ``<spider_type>:{d}:throttle`` (this spider type on every host,
+seed 4.2.2.2) and ``<ip>:{d}:throttle`` (this host, every spider type, seed 4.2.2.3); only if both allow, pop the
+highest-priority task of ``<job>:{d}:queue``, record the hit in both windows and lease the task in
+``<job>:{d}:inflight`` until a deadline. Every key of the call has the domain as hash tag, so it runs unchanged on a
+Redis Cluster. The companion steps acknowledge, renew and requeue leases.
+
+Rates: the site's rate and window from ZooKeeper (:class:`~master.config_watch.SiteConfigWatch`, else the
+defaults) apply to both windows; a robots.txt ``Crawl-delay`` that is known lowers the rate to ``window / delay``
+hits per window. robots.txt rules are checked in Python (protego) on the queue head *before* the step, and the step
+pops only if the head is still that task, so a disallowed URL never spends a hit or a lease.
+
+Completions: :meth:`Politeness.ack` returns the acknowledged :class:`~messaging.tasks.Task` (``None`` when the lease
+is no longer held: expired and requeued, or fenced because the job was retired). The caller counts a completion
+for the dispatcher's weights on a non-``None`` result (``master.registry``); this module does not import it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from master.config_watch import SiteRates
+from master.robots_cache import RobotsCache
+from messaging import keys
+from messaging.clock import RedisClock
+from messaging.domains import domain_of
+from messaging.siteconfig import Rate
+from messaging.tasks import Task
+
+logger = logging.getLogger(__name__)
+
+LUA = Path(__file__).with_name("lua")
+STATS_MODULE = "politeness"
+KEY_TTL_MARGIN = 60.0  # idle throttle windows vanish this long after their last hit could matter
+LEASE_SCORES_MARGIN = 86400.0  # a dead job's lease scores vanish this long after its last lease could end
+ROBOTS_PENDING_WAIT = 0.2  # another process is fetching the domain's robots.txt: look again after this
+MAX_DISALLOWED_PER_TAKE = 64  # bound the work of one take() when a queue starts with many disallowed URLs
+REQUEUE_BATCH = 1000
+US = 1_000_000
+
+
+class Outcome:
+    TAKEN = "taken"
+    EMPTY = "empty"
+    THROTTLED = "throttled"
+    BLOCKED = "blocked"
+    ROBOTS_PENDING = "robots_pending"  # another process fetches the domain's robots.txt
+    DISALLOWED = "disallowed"  # only disallowed URLs were found (removed); try again at once
+    BLACKLISTED = "blacklisted"  # the domain's queue was dropped
+
+    WAITING = frozenset({THROTTLED, BLOCKED, ROBOTS_PENDING})
+
+
+@dataclass(frozen=True)
+class Lease:
+    domain: str
+    member: str  # the task as stored in the queue and in the leases
+    deadline: float  # seconds since the epoch, Redis clock
+
+    @property
+    def task(self) -> Task:
+        return Task.decode(self.member)
+
+
+@dataclass
+class TakeResult:
+    outcome: str
+    domain: str
+    now: float = 0.0  # Redis time of the step (seconds)
+    wait: float = 0.0  # seconds until the domain may open (throttled, blocked, robots pending)
+    lease: Lease | None = None
+    removed: list[Task] = field(default_factory=list)  # dropped (disallowed, blacklisted): mark them complete
+
+    @property
+    def task(self) -> Task | None:
+        return self.lease.task if self.lease else None
+
+
+def _script(redis: Any, name: str) -> Any:
+    return redis.register_script((LUA / f"{name}.lua").read_text())
+
+
+def _now_arg(now: float | None) -> str:
+    return "" if now is None else str(round(now * US))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def retry_after_seconds(value: str | bytes | None, now: float, default: float = 60.0) -> float:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if value is None:
+        return default
+    text = _text(value).strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return default
+    return max(0.0, when.timestamp() - now)
+
+
+class Politeness:
+    """The politeness steps of one worker (job id, spider type, host IP identity)."""
+
+    def __init__(
+        self,
+        redis: Any,
+        job: str,
+        spider_type: str,
+        ip: str,
+        rates: SiteRates,
+        robots: RobotsCache | None = None,
+        user_agent: str = "crawlfleet",
+        lease_seconds: float = 600.0,
+        stats: Any = None,
+    ) -> None:
+        self.redis = redis
+        self.job = job
+        self.spider_type = spider_type
+        self.ip = ip
+        self.rates = rates
+        self.robots = robots
+        self.user_agent = user_agent
+        self.lease_seconds = lease_seconds
+        self.stats = stats  # messaging.stats.Stats or None: the cluster's counters
+        self.counts: Counter[str] = Counter()  # the same events, counted in this process
+        self._take = _script(redis, "take")
+        self._ack = _script(redis, "ack")
+        self._renew = _script(redis, "renew")
+        self._requeue = _script(redis, "requeue")
+        self._block = _script(redis, "block")
+        self._drop = _script(redis, "drop")
+
+    # --- taking ---------------------------------------------------------------------------------------------------
+    def effective_rate(self, domain: str) -> Rate:
+        """The site's rate (or the default), lowered to the robots.txt Crawl-delay when one is known."""
+        rate = self.rates.rate_for(domain)
+        delay = self.robots.crawl_delay(domain, self.user_agent) if self.robots is not None else None
+        if delay and delay > 0 and rate.hits * delay > rate.window:
+            hits = math.floor(rate.window / delay)
+            rate = Rate(hits, rate.window) if hits >= 1 else Rate(1, delay)
+        return rate
+
+    def take(self, domain: str, now: float | None = None) -> TakeResult:
+        """One politeness step for ``domain``: a leased task, or why not (and how long to wait)."""
+        if self.rates.is_blacklisted(domain):
+            return TakeResult(Outcome.BLACKLISTED, domain, removed=self.drop_queue(domain))
+        removed: list[Task] = []
+        for _ in range(MAX_DISALLOWED_PER_TAKE):
+            expected = ""
+            if self.robots is not None:
+                head = self.redis.zrange(keys.queue(self.job, domain), 0, 0)
+                if not head:
+                    return TakeResult(Outcome.EMPTY, domain, removed=removed)
+                expected = _text(head[0])
+                verdict = self.robots.allowed(Task.decode(expected).url, self.user_agent)
+                if verdict is None:
+                    self._count(Outcome.ROBOTS_PENDING)
+                    return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=ROBOTS_PENDING_WAIT, removed=removed)
+                if not verdict:
+                    if self.redis.zrem(keys.queue(self.job, domain), expected):
+                        removed.append(Task.decode(expected))
+                        self._count("robots_disallowed")
+                    continue
+            result = self._step(domain, expected, now)
+            if result.outcome == "changed":  # a new head arrived after the robots check: check it instead
+                continue
+            result.removed = removed
+            return result
+        return TakeResult(Outcome.DISALLOWED, domain, removed=removed)
+
+    def _step(self, domain: str, expected: str, now: float | None) -> TakeResult:
+        rate = self.effective_rate(domain)
+        window_us = int(rate.window * US)
+        reply = self._take(
+            keys=[keys.queue(self.job, domain), keys.inflight(self.job, domain),
+                  keys.lease_scores(self.job, domain), keys.throttle_type(self.spider_type, domain),
+                  keys.throttle_ip(self.ip, domain), keys.block(domain), keys.hit_sequence(domain)],
+            args=[_now_arg(now), rate.hits, window_us, int(self.lease_seconds * US), expected,
+                  int((rate.window + KEY_TTL_MARGIN) * 1000), self._lease_scores_ttl_ms(self.lease_seconds)],
+        )
+        status, at, value = _text(reply[0]), int(reply[1]) / US, int(reply[2])
+        if status == "ok":
+            self._count(Outcome.TAKEN)
+            return TakeResult(Outcome.TAKEN, domain, at, lease=Lease(domain, _text(reply[3]), value / US))
+        if status in (Outcome.THROTTLED, Outcome.BLOCKED):
+            self._count(status)
+        return TakeResult(status, domain, at, wait=value / US)
+
+    def drop_queue(self, domain: str) -> list[Task]:
+        """Empty the job's queue of a (blacklisted) domain; the dropped tasks are counted and returned."""
+        dropped = [Task.decode(raw) for raw in self._drop(keys=[keys.queue(self.job, domain)], args=[])]
+        if dropped:
+            self._count("blacklist_dropped", len(dropped))
+            logger.info("dropped %d queued tasks of blacklisted %s", len(dropped), domain)
+        return dropped
+
+    def admits(self, url_or_domain: str) -> bool:
+        """Whether new links to this domain may be enqueued (not blacklisted); counts refusals."""
+        domain = domain_of(url_or_domain) if "://" in url_or_domain else url_or_domain
+        if self.rates.is_blacklisted(domain):
+            self._count("blacklist_refused")
+            return False
+        return True
+
+    # --- leases ---------------------------------------------------------------------------------------------------
+    def ack(self, lease: Lease) -> Task | None:
+        """The task is complete: release its lease. ``None`` if the lease was no longer held (refused)."""
+        done = self._ack(keys=[keys.inflight(self.job, lease.domain), keys.lease_scores(self.job, lease.domain)],
+                         args=[lease.member])
+        if not done:
+            self._count("ack_refused")
+            return None
+        return lease.task
+
+    def renew(self, lease: Lease, seconds: float | None = None, now: float | None = None) -> Lease | None:
+        """Extend a held lease to now + ``seconds`` (default: the lease time); ``None`` if no longer held."""
+        seconds = self.lease_seconds if seconds is None else seconds
+        deadline = self._renew(
+            keys=[keys.inflight(self.job, lease.domain), keys.lease_scores(self.job, lease.domain)],
+            args=[_now_arg(now), int(seconds * US), lease.member, self._lease_scores_ttl_ms(seconds)])
+        if deadline is None:
+            return None
+        return Lease(lease.domain, lease.member, int(deadline) / US)
+
+    @staticmethod
+    def _lease_scores_ttl_ms(lease_seconds: float) -> int:
+        return int((lease_seconds + LEASE_SCORES_MARGIN) * 1000)
+
+    def requeue_expired(self, domain: str, now: float | None = None) -> list[Task]:
+        """Put the job's expired leases of ``domain`` back into its queue, in their priority order."""
+        returned: list[Task] = []
+        while True:
+            batch = self._requeue(
+                keys=[keys.queue(self.job, domain), keys.inflight(self.job, domain),
+                      keys.lease_scores(self.job, domain)],
+                args=[_now_arg(now), REQUEUE_BATCH])
+            returned.extend(Task.decode(raw) for raw in batch)
+            if len(batch) < REQUEUE_BATCH:
+                break
+        if returned:
+            self._count("lease_expired", len(returned))
+        return returned
+
+    # --- blocks ---------------------------------------------------------------------------------------------------
+    def block(self, domain: str, seconds: float, now: float | None = None) -> float:
+        """Hold every worker of the cluster off ``domain`` for ``seconds``; returns when the block ends (Redis time)."""
+        until = self._block(keys=[keys.block(domain)], args=[_now_arg(now), max(0.0, float(seconds))])
+        self._count("blocks")
+        return int(until) / US
+
+    def block_from_response(self, url: str, status: int, retry_after: str | bytes | None,
+                            now: float | None = None, default: float = 60.0) -> float | None:
+        """Block the URL's domain after a 429/503 for its Retry-After (``default`` seconds without one)."""
+        if status not in (429, 503):
+            return None
+        current = now if now is not None else RedisClock(self.redis).now()
+        return self.block(domain_of(url), retry_after_seconds(retry_after, current, default), now)
+
+    def domains(self) -> list[str]:
+        """The domains this job has queues for (maintained by the dispatcher in ``<job>:domains``)."""
+        return sorted(_text(member) for member in self.redis.smembers(keys.job_domains(self.job)))
+
+    def _count(self, plugin: str, amount: int = 1) -> None:
+        self.counts[plugin] += amount
+        if self.stats is not None:
+            try:
+                self.stats.incr(plugin, amount)
+            except Exception:  # counting must never stop a fetch
+                logger.exception("could not count %s", plugin)
