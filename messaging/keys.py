@@ -14,8 +14,26 @@ from dataclasses import dataclass
 SEEDS = "seeds"
 """zset: the global task queue; score from priority and arrival order (lower pops first)."""
 
-SEEDS_SEQUENCE = "seeds:sequence"
-"""string: arrival counter, so that tasks of one priority pop first-in first-out."""
+SEEDS_SEQUENCE = "seeds:{seeds}:sequence"
+"""string: arrival counter, so that tasks of one priority pop first-in first-out (hash tag ``seeds``: the push
+script increments it in the same call as it adds to ``seeds``, also on a Redis Cluster)."""
+
+PENDING_SEEDS = "pending:{seeds}"
+"""hash: crawlid -> tasks of the crawl in ``seeds`` or in a dispatcher staging area (same slot as ``seeds``)."""
+
+
+def pending_domain(domain: str) -> str:
+    """hash: crawlid -> tasks of the crawl in any job's queue, leases or requeue outbox of this domain."""
+    return f"pending:{{{_tag(domain)}}}"
+
+
+def crawl_domains(crawlid: str) -> str:
+    """set: domains into which tasks of the crawl were dispatched (where its pending counts may live)."""
+    return f"crawl:{crawlid}:domains"
+
+
+FINISH_CANDIDATES = "finish:{seeds}:candidates"
+"""set: crawls with nothing left in ``seeds``; the finisher checks their domains and declares them finished."""
 
 CRAWLS = "crawls"
 """set: crawl ids that are known (running, stopped or finished, until their TTL)."""
@@ -40,6 +58,11 @@ def inflight(job: str, domain: str) -> str:
 def lease_scores(job: str, domain: str) -> str:
     """hash: leased task -> its queue score, so that an expired lease goes back to its place in the queue."""
     return f"{job}:{{{_tag(domain)}}}:leasescores"
+
+
+def requeue_outbox(job: str, domain: str) -> str:
+    """set: a retired job's tasks of the domain, on their way back to ``seeds`` (crash-safe requeue)."""
+    return f"{job}:{{{_tag(domain)}}}:requeue"
 
 
 def job_domains(job: str) -> str:
@@ -106,17 +129,29 @@ def hit_sequence(domain: str) -> str:
 
 # --- dedup -------------------------------------------------------------------------------------------------------
 def bloom_meta(namespace: str) -> str:
-    """hash: a Bloom filter's layout (capacity, error rate, groups, layers, inserted count)."""
-    return f"bloom:{namespace}:meta"
+    """hash: a Bloom filter's spec (capacity, error rate, groups, shards, counting, growth), shared by all workers."""
+    return f"bloom:{_bloom_namespace(namespace)}:meta"
 
 
-def bloom_part(namespace: str, shard: int, layer: int, part: int) -> str:
-    """string: one part of a Bloom filter's bit (or counter) array; the shard is the hash tag."""
-    return f"bloom:{namespace}:{{s{shard}}}:l{layer}:p{part}"
+def bloom_shard(namespace: str, shard: int) -> str:
+    """hash: one shard's layout (layers, part keys), inserted counts and TTL; hash tag: namespace and shard."""
+    return f"bloom:{_bloom_namespace(namespace)}:{{{namespace}:{shard}}}:meta"
+
+
+def bloom_part(namespace: str, shard: int, layer: int, group: int, part: int) -> str:
+    """string: one part of a group's bit (or counter) array in a layer of a shard; same hash tag as the shard."""
+    return f"bloom:{_bloom_namespace(namespace)}:{{{namespace}:{shard}}}:l{layer}:g{group}:p{part}"
 
 
 def bloom_pattern(namespace: str) -> str:
-    return f"bloom:{namespace}:*"
+    """SCAN pattern of a filter's keys (a namespace that extends this one with ``:…`` matches too)."""
+    return f"bloom:{_bloom_namespace(namespace)}:*"
+
+
+def _bloom_namespace(namespace: str) -> str:
+    if not namespace or any(ch in namespace for ch in "{}*?[]\\"):
+        raise ValueError(f"a Bloom namespace is non-empty, without braces or glob characters: {namespace!r}")
+    return namespace
 
 
 # --- registries --------------------------------------------------------------------------------------------------
@@ -129,8 +164,16 @@ def worker(job: str) -> str:
     return f"worker:{job}"
 
 
-RETIRED_WORKERS = "workers:retired"
+RETIRED_WORKERS = "workers:{workers}:retired"
 """zset: job ids declared dead (fenced: their later writes are refused), by retirement time."""
+
+
+def worker_activity(job: str) -> str:
+    """hash: a job's completions and busy flags per Redis-clock minute, lifetime completions, outstanding tasks.
+
+    Hash tag ``workers``: the scripts that count a completion check ``RETIRED_WORKERS`` in the same call.
+    """
+    return f"workers:{{workers}}:activity:{job}"
 
 MANAGERS = "managers"
 """zset: manager hosts by last heartbeat."""
@@ -142,13 +185,32 @@ def manager(host: str) -> str:
 
 
 # --- master ------------------------------------------------------------------------------------------------------
-MASTER_EPOCH = "master:epoch"
-"""string: the epoch of the dispatcher leader allowed to write (fencing)."""
+MASTER_EPOCH = "master:{seeds}:epoch"
+"""string: the epoch of the dispatcher leader allowed to write (fencing); same slot as ``seeds``."""
 
 
 def master_staging(epoch: int | str) -> str:
-    """list: tasks taken from ``seeds`` by the leader of this epoch and not yet in a worker queue."""
-    return f"master:staging:{epoch}"
+    """hash: batch id -> tasks taken from ``seeds`` by the leader of this epoch, not yet settled."""
+    return f"master:{{seeds}}:staging:{epoch}"
+
+
+MASTER_STAGING_EPOCHS = "master:{seeds}:staging-epochs"
+"""set: epochs whose staging hash may hold batches (the next leader settles them)."""
+
+
+def dispatch_landed(domain: str, batch: str) -> str:
+    """string with TTL: ``landed`` or ``revoked`` — whether a staged batch's tasks of the domain reached their queue."""
+    return f"master:{{{_tag(domain)}}}:landed:{batch}"
+
+
+def requeue_marker(job: str, domain: str) -> str:
+    """string with TTL: a retired job's tasks of the domain were already put back into ``seeds`` (same slot)."""
+    return f"master:{{seeds}}:requeued:{job}:{domain}"
+
+
+def dispatched_minutes(spider_type: str) -> str:
+    """hash: Redis-clock minute -> tasks dispatched to workers of the spider type (the window cap, seed "is_max")."""
+    return f"master:{{seeds}}:dispatched:{spider_type}"
 
 
 # --- stats (seed tables 4-4, 4-5, 4-6) ---------------------------------------------------------------------------
@@ -189,14 +251,58 @@ def stop_request(userid: str, crawlid: str, uuid: str) -> str:
     return f"stop:{userid}:{crawlid}:{uuid}"
 
 
+INFO_REQUESTS = "info:*"
+"""SCAN pattern of info requests (the Redis monitor's info plugin)."""
+STATS_REQUESTS = "statsrequest:*"
+ZK_REQUESTS = "zk:*"
+STOP_REQUESTS = "stop:*"
+
+
+def stats_pattern(module: str = "*") -> str:
+    """SCAN pattern of a module's stats keys (counters and alive keys)."""
+    return f"stats:{module}:*"
+
+
+@dataclass(frozen=True)
+class StatsKey:
+    module: str
+    plugin: str = ""  # empty for an alive key
+    window: str = ""  # seconds, ``lifetime`` or ``step<seconds>``; empty for an alive key
+    ip: str = ""  # set for an alive key
+
+
+_WINDOW_SUFFIXES = ("lifetime", "step")
+
+
+def parse_stats_key(key: str | bytes) -> StatsKey:
+    """Split ``stats:<module>:<plugin>:<window>`` or ``stats:<module>:<ip>`` back into its parts.
+
+    A plugin may hold colons (the crawler's ``<spider_type>:<status>``); an IPv6 address too, but its segments are
+    never a window, so the last segment decides.
+    """
+    text = key.decode() if isinstance(key, bytes) else key
+    prefix, _, rest = text.partition(":")
+    module, _, tail = rest.partition(":")
+    if prefix != "stats" or not module or not tail:
+        raise ValueError(f"not a stats key: {text!r}")
+    plugin, _, window = tail.rpartition(":")
+    is_window = window.isdigit() or window == "lifetime" or (window.startswith("step") and window[4:].isdigit())
+    if plugin and is_window and all(plugin.split(":")):
+        return StatsKey(module, plugin, window)
+    return StatsKey(module, ip=tail)
+
+
 def monitor_lock(key: str) -> str:
     """string with TTL: the Redis monitor that handles ``key`` holds this."""
     return f"lock:{key}"
 
 
 def intake_seen(digest: str) -> str:
-    """string with TTL: a request with this content hash was already enqueued (redelivery guard)."""
-    return f"intake:seen:{digest}"
+    """string with TTL: a request with this content hash was already enqueued (redelivery guard).
+
+    Hash-tagged ``{seeds}``: it lives in the slot of ``seeds``, so that one Lua call can check it and enqueue.
+    """
+    return f"intake:seen:{{{SEEDS}}}:{digest}"
 
 
 def _tag(domain: str) -> str:

@@ -146,6 +146,89 @@ define("CRAWLFLEET_ROBOTS_ERROR_TTL", 600.0,
        group="politeness", parse=float)
 
 
+# --- messaging: Kafka intake and Redis monitor ----------------------------------------------------------------------
+define("CRAWLFLEET_MAX_MESSAGE_BYTES", 512 * 1024,
+       "Largest request accepted on the incoming topic, in bytes (larger ones go to the failed topic). Keep it "
+       "below the producer's max_request_size (kafka-python: 1 MiB) and the broker's message.max.bytes "
+       "(Apache Kafka: about 1 MiB by default), which refuse larger records before crawlfleet sees them.",
+       group="messaging", parse=int)
+define("CRAWLFLEET_INCOMING_PARTITIONS", 4,
+       "Partitions of the incoming, outbound and failed topics when the Kafka monitor creates them (at least 4 "
+       "for the incoming topic; existing topics are left as they are).", group="messaging", parse=int)
+define("CRAWLFLEET_KAFKA_GROUP", "crawlfleet-kafka-monitor", "Consumer group of the Kafka monitors.",
+       group="messaging")
+_KAFKA_PLUGINS = "messaging.kafka_monitor.plugins."
+define("CRAWLFLEET_KAFKA_MONITOR_PLUGINS",
+       ",".join(_KAFKA_PLUGINS + name for name in ("crawl.CrawlPlugin", "info.InfoPlugin", "stats.StatsPlugin",
+                                                    "zookeeper.ZookeeperPlugin", "stop.StopPlugin")),
+       "The Kafka monitor's plugin chain: dotted paths of plugin classes, comma-separated, in order. A request "
+       "passes through every plugin that handles its kind.", group="messaging")
+define("CRAWLFLEET_KAFKA_MONITOR_BATCH", 2000,
+       "Records one poll of the Kafka monitor takes at most (validated, written to Redis in one pipeline, then "
+       "committed).", group="messaging", parse=int)
+define("CRAWLFLEET_SEEDS_HIGH_WATER", 1_000_000,
+       "Back-pressure: the Kafka monitor pauses consuming while ``seeds`` holds more tasks than this.",
+       group="messaging", parse=int)
+define("CRAWLFLEET_SEEDS_LOW_WATER", 800_000,
+       "Back-pressure: a paused Kafka monitor resumes once ``seeds`` holds fewer tasks than this.",
+       group="messaging", parse=int)
+define("CRAWLFLEET_INTAKE_DEDUP_TTL", 3600,
+       "Seconds a crawl request's content hash is remembered, so that a redelivered request is not enqueued "
+       "twice. The very same request resubmitted within this time is treated as a duplicate too.",
+       group="messaging", parse=int)
+define("CRAWLFLEET_CRAWL_TTL", 7 * 86400,
+       "Seconds a crawl's keys (``crawl:<id>``) are kept after the crawl stopped or finished.",
+       group="messaging", parse=int)
+define("CRAWLFLEET_REQUEST_TTL", 86400,
+       "Seconds an info, stats, site-config or stop request waits in Redis for a Redis monitor before it expires.",
+       group="messaging", parse=int)
+_REDIS_PLUGINS = "messaging.redis_monitor.plugins."
+define("CRAWLFLEET_REDIS_MONITOR_PLUGINS",
+       ",".join(_REDIS_PLUGINS + name for name in ("stop.StopPlugin", "zookeeper.ZookeeperPlugin", "info.InfoPlugin",
+                                                    "stats.StatsPlugin")),
+       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a key pattern.",
+       group="messaging")
+define("CRAWLFLEET_REDIS_MONITOR_INTERVAL", 0.2,
+       "Seconds between two scans of the Redis monitor when it found nothing to do.", group="messaging",
+       parse=float)
+define("CRAWLFLEET_MONITOR_LOCK_TTL", 120,
+       "Seconds a Redis monitor holds a request key it handles (another monitor takes it over afterwards).",
+       group="messaging", parse=int)
+define("CRAWLFLEET_ANSWER_TIMEOUT", 30.0,
+       "Seconds the CLI waits for an answer on the outbound topic.", group="messaging", parse=float)
+
+
+# --- master: registry, dispatcher, election ---------------------------------------------------------------------
+define("CRAWLFLEET_HEARTBEAT_TTL", 15.0,
+       "Seconds without a heartbeat (Redis clock) after which the master declares a worker dead: its job id is "
+       "retired (fenced) and its queues and leases go back to seeds.", group="master", parse=float)
+define("CRAWLFLEET_HEARTBEAT_INTERVAL", 3.0,
+       "Seconds between a worker's heartbeats (keep it well below CRAWLFLEET_HEARTBEAT_TTL).", group="master",
+       parse=float)
+define("CRAWLFLEET_WEIGHT_WINDOW_MINUTES", 10,
+       "k of seed formula 4-2: a worker's weight is its completions per busy minute over the last k minutes; also "
+       "the dispatcher's window (seed is_max).", group="master", parse=int)
+define("CRAWLFLEET_DISPATCH_HEADROOM", 1.2,
+       "Per window the dispatcher hands a spider type's workers at most headroom x their measured capacity, and "
+       "keeps each worker's queues at most headroom x its rate x CRAWLFLEET_DISPATCH_BACKLOG_MINUTES deep.",
+       group="master", parse=float)
+define("CRAWLFLEET_DISPATCH_BACKLOG_MINUTES", 2.0,
+       "Minutes of work (at the worker's measured rate) its queues may hold; less is lost time after a "
+       "slow-down or a death, more is slack against dispatch pauses.", group="master", parse=float)
+define("CRAWLFLEET_DISPATCH_INITIAL_RATE", 60.0,
+       "Tasks per minute assumed for a worker when no worker of its spider type has history yet (a new worker "
+       "otherwise starts at the mean of the others).", group="master", parse=float)
+define("CRAWLFLEET_DISPATCH_BATCH", 1000, "Most tasks moved from seeds to worker queues in one dispatch step.",
+       group="master", parse=int)
+define("CRAWLFLEET_DISPATCH_SCAN", 20000,
+       "Most seeds entries looked at per dispatch round when searching for tasks of spider types that have "
+       "workers with room (tasks of other types wait without blocking them).", group="master", parse=int)
+define("CRAWLFLEET_DISPATCH_INTERVAL", 1.0,
+       "Seconds the dispatcher waits when a round moved nothing (no tasks, no room).", group="master",
+       parse=float)
+define("CRAWLFLEET_FINISH_INTERVAL", 2.0,
+       "Seconds between the master's checks of crawls that may be finished.", group="master", parse=float)
+
 class Settings(Mapping[str, Any]):
     """Resolved settings: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``."""
 
