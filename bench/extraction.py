@@ -1,0 +1,214 @@
+"""Score crawlfleet's main-text extractor on the extraction-dev set, side by side with trafilatura and readability.
+
+    python -m bench.extraction [--data DIR] [--limit N] [--no-compare] [--split all|tune|holdout] [--json]
+
+Per source, per language and per (source, language) it prints precision, recall, F1 (see
+``bench.extraction_score``), the number of empty outputs, and the median / maximum milliseconds per page.
+crawlfleet is given the raw bytes (so its time includes decoding); the competitors are given the text decoded by
+``spiders.encoding`` (so they are timed on extraction alone and never lose points to a wrong guess of theirs).
+
+``--split`` keeps the pages of a deterministic half of the *sites* (``tune``) or the other half (``holdout``):
+parameters are chosen on one and reported on the other (see ``bench.extraction_tune``).
+With ``--json`` the last line is ``{"f1": {"daniel/zh": ..., ...}, "ms_median": ..., "competitors": {...}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import statistics
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bench.extraction_score import GroupScore, PageScore, aggregate, score_page
+from spiders.encoding import decode_html
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "extraction-dev"
+HEADLINE_GROUPS = ("daniel/zh", "daniel/other", "wcxb/en", "scrapinghub/en")
+
+
+@dataclass(frozen=True)
+class Page:
+    id: str
+    source: str
+    lang: str
+    page_type: str
+    url: str
+    body: bytes
+    reference: str
+
+    @property
+    def site(self) -> str:
+        """The site a page comes from: its URL's host, or for DAniEL (no URLs) the host inside its id."""
+        if self.url:
+            host = urlsplit(self.url).hostname or ""
+            return host.removeprefix("www.")
+        # DAniEL ids look like "daniel/20111121_goodcontents.net_<hash>".
+        return self.id.split("/", 1)[-1].split("_")[1] if "_" in self.id else self.id
+
+    @property
+    def groups(self) -> list[str]:
+        groups = ["all", self.source, f"lang/{self.lang}", f"{self.source}/{self.lang}"]
+        if self.source == "daniel" and self.lang != "zh":
+            groups.append("daniel/other")
+        if self.source == "wcxb":
+            groups.append(f"wcxb/{self.page_type}")
+        return groups
+
+
+def site_fold(site: str) -> str:
+    """Assign a site to ``tune`` or ``holdout`` by a stable hash, so that no site is in both."""
+    return "tune" if hashlib.sha1(site.encode()).digest()[0] % 2 == 0 else "holdout"
+
+
+def load_pages(data: Path, limit: int | None = None, split: str = "all") -> list[Page]:
+    pages = []
+    with open(data / "manifest.jsonl", encoding="utf-8") as manifest:
+        for line in manifest:
+            row = json.loads(line)
+            page = Page(
+                id=row["id"],
+                source=row["source"],
+                lang=row["lang"],
+                page_type=row.get("page_type") or "",
+                url=row.get("url") or "",
+                body=gzip.decompress((data / row["html"]).read_bytes()),
+                reference=row["text"],
+            )
+            if split == "all" or site_fold(page.site) == split:
+                pages.append(page)
+    if limit and limit < len(pages):
+        # Evenly spaced, so that a small run still samples every source and language.
+        step = len(pages) / limit
+        pages = [pages[int(i * step)] for i in range(limit)]
+    return pages
+
+
+Extractor = Callable[[Page], str]
+
+
+def crawlfleet_extractor() -> Extractor:
+    from spiders.extraction import extract
+
+    return lambda page: extract(page.body, url=page.url or None)["text"]
+
+
+def trafilatura_extractor() -> Extractor:
+    import trafilatura
+
+    def run(page: Page) -> str:
+        html, _ = decode_html(page.body)
+        return trafilatura.extract(html, url=page.url or None) or ""
+
+    return run
+
+
+def readability_extractor() -> Extractor:
+    import logging
+
+    import lxml.html
+    from readability import Document
+
+    logging.getLogger("readability").setLevel(logging.CRITICAL)
+    block_tags = {"p", "div", "li", "td", "th", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "br"}
+
+    def run(page: Page) -> str:
+        html, _ = decode_html(page.body)
+        summary = Document(html, url=page.url or None).summary(html_partial=True)
+        root = lxml.html.fromstring(summary)
+        for element in root.iter(*block_tags):  # keep paragraphs apart, as a reader sees them
+            element.tail = "\n" + (element.tail or "")
+        return root.text_content().strip()
+
+    return run
+
+
+@dataclass
+class RunResult:
+    name: str
+    scores: dict[str, GroupScore]
+    ms: list[float]
+    crashes: int
+
+    @property
+    def ms_median(self) -> float:
+        return statistics.median(self.ms) if self.ms else 0.0
+
+
+def run_extractor(name: str, extractor: Extractor, pages: Iterable[Page]) -> RunResult:
+    by_group: dict[str, list[PageScore]] = defaultdict(list)
+    timings, crashes = [], 0
+    for page in pages:
+        started = time.perf_counter()
+        try:
+            text = extractor(page)
+        except Exception:  # a crash is scored as an empty output and counted
+            crashes += 1
+            text = ""
+            if crashes <= 3:
+                traceback.print_exc()
+        timings.append((time.perf_counter() - started) * 1000)
+        score = score_page(text, page.reference)
+        for group in page.groups:
+            by_group[group].append(score)
+    return RunResult(name, {g: aggregate(s) for g, s in by_group.items()}, timings, crashes)
+
+
+def print_table(results: list[RunResult]) -> None:
+    groups = sorted(results[0].scores, key=lambda g: (g != "all", "/" in g and not g.startswith("lang"), g))
+    header = f"{'group':<22}{'pages':>6}" + "".join(f"{r.name:>30}" for r in results)
+    print(header)
+    print(f"{'':<28}" + "".join(f"{'P':>8}{'R':>8}{'F1':>8}{'empty':>6}" for _ in results))
+    for group in groups:
+        row = f"{group:<22}{results[0].scores[group].pages:>6}"
+        for result in results:
+            s = result.scores[group]
+            row += f"{s.precision:>8.3f}{s.recall:>8.3f}{s.f1:>8.3f}{s.empty:>6}"
+        print(row)
+    for result in results:
+        print(
+            f"{result.name}: median {result.ms_median:.2f} ms/page, max {max(result.ms, default=0):.0f} ms, "
+            f"crashes {result.crashes}"
+        )
+
+
+def headline(result: RunResult) -> dict:
+    return {
+        "f1": {g: round(result.scores[g].f1, 4) for g in HEADLINE_GROUPS if g in result.scores},
+        "ms_median": round(result.ms_median, 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.extraction", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="extraction-dev folder")
+    parser.add_argument("--limit", type=int, default=None, help="score only N evenly spaced pages")
+    parser.add_argument("--no-compare", action="store_true", help="skip trafilatura and readability-lxml")
+    parser.add_argument("--split", choices=("all", "tune", "holdout"), default="all", help="site fold to score")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    args = parser.parse_args(argv)
+
+    pages = load_pages(args.data, args.limit, args.split)
+    print(f"{len(pages)} pages from {args.data} (split: {args.split})")
+    runs = [("crawlfleet", crawlfleet_extractor())]
+    if not args.no_compare:
+        runs += [("trafilatura", trafilatura_extractor()), ("readability-lxml", readability_extractor())]
+    results = [run_extractor(name, extractor, pages) for name, extractor in runs]
+    print_table(results)
+    if args.json:
+        summary = headline(results[0])
+        summary["ms_max"] = round(max(results[0].ms, default=0.0), 1)
+        summary["empty"] = results[0].scores["all"].empty if "all" in results[0].scores else 0
+        summary["competitors"] = {r.name: headline(r) for r in results[1:]}
+        print(json.dumps(summary, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

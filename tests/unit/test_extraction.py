@@ -1,0 +1,130 @@
+"""spiders.extraction: main text, title and date; hostile input; a quality floor on a fixed dev-set sample."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from spiders.extraction import extract
+from spiders.extraction.dates import parse_date
+
+pytestmark = pytest.mark.unit
+
+DEV_SET = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "extraction-dev"
+
+PARAGRAPHS = [
+    "The city council approved the new budget on Tuesday, after a debate that lasted more than six hours.",
+    "Critics said the plan cuts spending on libraries, while supporters pointed to lower property taxes.",
+    "The mayor, who proposed the budget in March, said she would sign it before the end of the week.",
+    "Residents can read the full document on the council's website and comment until the first of June.",
+]
+NAV = "".join(f'<li><a href="/s{i}">Section {i}</a></li>' for i in range(12))
+ARTICLE_PAGE = f"""<!DOCTYPE html><html><head><title>Council approves budget | Daily Example</title>
+<meta property="article:published_time" content="2024-05-14T09:30:00+02:00"></head>
+<body><nav><ul>{NAV}</ul></nav>
+<div class="main"><h1>Council approves budget</h1><p class="byline">By Jane Doe</p>
+{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div>
+<div class="related"><h3>Related</h3><ul>{NAV}</ul></div>
+<div id="comments"><p>First! This is a reader comment that should not be part of the article text at all.</p></div>
+<footer><p>© 2024 Daily Example. All rights reserved. Terms of use and privacy policy apply.</p></footer>
+</body></html>"""
+
+
+def test_article_text_without_navigation_related_or_comments():
+    result = extract(ARTICLE_PAGE)
+    for paragraph in PARAGRAPHS:
+        assert paragraph in result["text"]
+    assert "Section 3" not in result["text"]
+    assert "reader comment" not in result["text"]
+    assert "All rights reserved" not in result["text"]
+    assert result["title"] == "Council approves budget"
+    assert result["published"] == "2024-05-14T09:30:00+02:00"
+
+
+def test_minified_page_gives_the_same_text():
+    minified = "".join(line.strip() for line in ARTICLE_PAGE.splitlines())
+    assert extract(minified)["text"] == extract(ARTICLE_PAGE)["text"]
+
+
+def test_chinese_gbk_bytes_with_br_paragraphs_and_dated_byline():
+    sentences = [
+        "国务院总理今天在北京主持召开常务会议，部署进一步促进消费的政策措施。" * 2,
+        "会议指出，扩大内需是经济发展的基本立足点，要多措并举稳定和扩大就业。" * 2,
+        "会议要求各地区各部门抓好落实，确保政策尽快见效，让群众得到实惠。" * 2,
+    ]
+    links = "".join(f'<a href="/n{i}">新闻标题第{i}条</a><br>' for i in range(15))
+    html = f"""<html><head><meta http-equiv="Content-Type" content="text/html; charset=gb2312">
+    <title>国务院部署促进消费_新闻中心_示例网</title></head><body>
+    <table><tr><td class="left">{links}</td><td><h1>国务院部署促进消费</h1>
+    <div class="info">2011年12月09日 14:20 来源：新华网</div>
+    <div id="text">{"<br><br>".join(sentences)}</div></td></tr></table></body></html>"""
+    result = extract(html.encode("gbk"))
+    assert all(s in result["text"] for s in sentences)
+    assert "新闻标题第3条" not in result["text"]
+    assert result["title"] == "国务院部署促进消费"
+    assert result["published"] == "2011-12-09T14:20"
+
+
+def test_page_without_text():
+    assert extract("<html><body><img src=a.png></body></html>") == {"text": "", "title": None, "published": None}
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "",
+        b"",
+        "   \n\t ",
+        bytes(range(256)) * 200,
+        b"\x00\x01\x02<html>\xff\xfe<p>broken \xe4\xb8 utf-8</p>",
+        "<div>" * 100_000 + "deep text" + "</div>" * 100_000,
+        "<p>" + "word " * 400_000 + "</p>",
+        "x" * 2_000_000,
+        '<?xml version="1.0" encoding="utf-8"?><html><body><p>xml declared</p></body></html>',
+        "<html><body><p>unclosed <b><i><table><tr><td>cell<p>para",
+        "<script>" + "var a = 1;" * 1000,
+    ],
+)
+def test_hostile_input_never_raises(html):
+    result = extract(html)
+    assert set(result) == {"text", "title", "published"}
+    assert isinstance(result["text"], str)
+
+
+@pytest.mark.parametrize(
+    ("text", "iso"),
+    [
+        ("发布时间：2011年6月3日 14:20", "2011-06-03T14:20"),
+        ("Data publikacji Pią, 2011-06-03 14:20", "2011-06-03T14:20"),
+        ("2012/01/12", "2012-01-12"),
+        ("Published June 3, 2011", "2011-06-03"),
+        ("4 Ιανουαρίου 2012 and 3 March 2012", "2012-03-03"),
+        ("2011-13-45 is no date", None),
+        ("no date here", None),
+    ],
+)
+def test_parse_date(text, iso):
+    assert parse_date(text) == iso
+
+
+def _sample(source: str, lang: str, count: int) -> list[dict]:
+    with open(DEV_SET / "manifest.jsonl", encoding="utf-8") as manifest:  # not splitlines(): texts hold U+2028
+        rows = [json.loads(line) for line in manifest]
+    rows = [r for r in rows if r["source"] == source and r["lang"] == lang]
+    return rows[:: max(1, len(rows) // count)][:count]
+
+
+@pytest.mark.skipif(not DEV_SET.is_dir(), reason="extraction-dev set not available")
+@pytest.mark.parametrize(
+    ("source", "lang", "floor"),
+    [("daniel", "zh", 0.90), ("daniel", "ru", 0.82), ("wcxb", "en", 0.78), ("scrapinghub", "en", 0.89)],
+)
+def test_quality_floor_on_a_fixed_dev_sample(source, lang, floor):
+    from bench.extraction_score import aggregate, score_page
+
+    scores = []
+    for row in _sample(source, lang, 25):
+        body = gzip.decompress((DEV_SET / row["html"]).read_bytes())
+        scores.append(score_page(extract(body)["text"], row["text"]))
+    assert aggregate(scores).f1 >= floor
