@@ -229,6 +229,37 @@ define("CRAWLFLEET_DISPATCH_INTERVAL", 1.0,
 define("CRAWLFLEET_FINISH_INTERVAL", 2.0,
        "Seconds between the master's checks of crawls that may be finished.", group="master", parse=float)
 
+# --- dedup: Bloom filter (master/bloom, spiders/dupefilter.py) ---------------------------------------------------
+define("CRAWLFLEET_BLOOM_NAMESPACE", "crawl",
+       "Dedup scope: ``crawl`` (one filter per crawl id, expiring with the crawl; requests without a crawl id "
+       "use the global one) or ``global`` (one filter for every crawl).", group="dedup")
+define("CRAWLFLEET_BLOOM_CAPACITY", 10_000_000,
+       "URLs the global filter is sized for before it grows (a new layer at tightened rate).", group="dedup",
+       parse=int)
+define("CRAWLFLEET_BLOOM_CRAWL_CAPACITY", 100_000,
+       "URLs a per-crawl filter is sized for at first; it grows by layers as the crawl goes.", group="dedup",
+       parse=int)
+define("CRAWLFLEET_BLOOM_ERROR_RATE", 0.0001,
+       "Target false-positive rate within capacity (a grown filter stays below rate / (1 - tightening)).",
+       group="dedup", parse=float)
+define("CRAWLFLEET_BLOOM_GROUPS", 2, "Hash groups (seed 4.2.3.2), each with its own bit array.", group="dedup",
+       parse=int)
+define("CRAWLFLEET_BLOOM_SHARDS", 16,
+       "Shards per filter (hash-tagged key sets, spread over a Redis Cluster; one script call each per batch).",
+       group="dedup", parse=int)
+define("CRAWLFLEET_BLOOM_COUNTING", False,
+       "Counting filter (4-bit counters, 4x the memory) so that URLs can be removed.", group="dedup",
+       parse=parse_bool)
+define("CRAWLFLEET_BLOOM_GROWTH", 2, "Capacity factor of each new layer.", group="dedup", parse=int)
+define("CRAWLFLEET_BLOOM_TIGHTENING", 0.5, "Error-rate factor of each new layer.", group="dedup", parse=float)
+define("CRAWLFLEET_BLOOM_MEMORY_SLACK", 0.0,
+       "Memory the filter may spend above the fewest bits to use fewer hash functions (each one is a Redis "
+       "operation per URL); 0.03 gives 5 instead of 7 hashes per group at 0.0001.", group="dedup", parse=float)
+define("CRAWLFLEET_BLOOM_CRAWL_TTL", 7 * 86400,
+       "Seconds a per-crawl filter lives after its last use (slid forward while the crawl runs).", group="dedup",
+       parse=float)
+
+
 class Settings(Mapping[str, Any]):
     """Resolved settings: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``."""
 

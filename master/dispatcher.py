@@ -1,0 +1,242 @@
+"""The dispatcher: dynamic-feedback weighted round robin from ``seeds`` into worker queues (seed 4.2.1).
+
+One :meth:`Dispatcher.round` (the leading master runs them back to back):
+
+1. **Workers and weights.** Live workers (``master.registry``) grouped by spider type; each one's weight is its
+   completions per busy minute over the last k minutes (``master.weights``; a new worker starts at its type's mean).
+2. **How much** (seed ``is_max``, and no flooding): per spider type, the tasks handed out over the last k minutes
+   (``master:{seeds}:dispatched:<type>``, per Redis-clock minute) stay under ``headroom × Σ weights × k``; and per
+   worker, the tasks it holds (queued or leased, ``out``) stay under ``headroom × weight × backlog minutes``, so its
+   queues hold a little more than it can finish in that time. A worker at its bound takes nothing this round.
+3. **Whom**: tasks are read from the head of ``seeds`` (priority order) and each one goes to the worker chosen by the
+   type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room.
+   Tasks of a spider type without a live worker (or without room) are skipped and wait in ``seeds``: they never
+   block the other types. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; a run of tasks at the head
+   whose types have no live worker at all is remembered (by score) and skipped by the next rounds, until the set of
+   live spider types changes or 30 s have passed.
+4. **Move**, in batches of CRAWLFLEET_DISPATCH_BATCH: ``master.staging`` (stage in the ``seeds`` slot under the
+   leader's epoch, land per domain slot, settle) — crash-safe, fenced, Redis-Cluster safe.
+
+Everything that measures time takes ``now`` (the Redis clock, or the simulation's clock).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from master.registry import WorkerInfo, WorkerRegistry
+from master.staging import Pick, Staging
+from master.weights import fill_missing, measure, minute_of
+from master.wrr import InterleavedWRR
+from messaging import keys
+from messaging.domains import InvalidDomain, domain_of, domain_of_host
+from messaging.settings import Settings
+from messaging.tasks import queue_score
+
+logger = logging.getLogger(__name__)
+SKIP_MEMORY_SECONDS = 30.0
+RECONCILE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    window_minutes: int = 10
+    headroom: float = 1.2
+    backlog_minutes: float = 2.0
+    initial_rate: float = 60.0
+    batch: int = 1000
+    scan: int = 20000
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DispatchConfig:
+        return cls(window_minutes=settings.weight_window_minutes, headroom=settings.dispatch_headroom,
+                   backlog_minutes=settings.dispatch_backlog_minutes, initial_rate=settings.dispatch_initial_rate,
+                   batch=settings.dispatch_batch, scan=settings.dispatch_scan)
+
+
+@dataclass
+class WorkerView:
+    info: WorkerInfo
+    rate: float  # tasks per minute (measured, or the mean for a worker without history)
+    measured: bool
+    outstanding: int
+    room: int = 0
+
+    @property
+    def weight(self) -> int:
+        return max(1, round(self.rate))
+
+
+@dataclass
+class RoundResult:
+    placed: dict[str, int] = field(default_factory=dict)  # job -> tasks put into its queues
+    scanned: int = 0
+    budget: dict[str, int] = field(default_factory=dict)  # spider type -> tasks it could take this round
+
+    @property
+    def total(self) -> int:
+        return sum(self.placed.values())
+
+
+class Dispatcher:
+    """The dispatch rounds of the leader of ``epoch`` (see the module docstring)."""
+
+    def __init__(self, redis: Any, epoch: int, config: DispatchConfig | None = None,
+                 registry: WorkerRegistry | None = None, stats: Any = None) -> None:
+        self.redis = redis
+        self.config = config or DispatchConfig()
+        self.registry = registry or WorkerRegistry(redis)
+        self.staging = Staging(redis, epoch)
+        self.stats = stats
+        self._infos: dict[str, WorkerInfo] = {}
+        self._wrr: dict[str, InterleavedWRR] = defaultdict(InterleavedWRR)
+        self._skip: tuple[float, frozenset[str], float] | None = None
+        self._reconciled: dict[str, float] = {}
+        self.weights: dict[str, float] = {}  # job -> rate used in the last round (for reports)
+
+    # --- 1. workers and weights -------------------------------------------------------------------------------
+    def workers(self, now: float) -> dict[str, list[WorkerView]]:
+        """Live workers by spider type, with their weights and outstanding tasks."""
+        live = self.registry.live()
+        missing = [job for job in live if job not in self._infos]
+        self._infos.update(self.registry.infos(missing))
+        for gone in set(self._infos) - set(live):
+            del self._infos[gone]
+            self._reconciled.pop(gone, None)
+        infos = {job: self._infos[job] for job in live if job in self._infos}
+        measured = measure(self.registry, {job: info.started for job, info in infos.items()}, now,
+                           self.config.window_minutes)
+        by_type: dict[str, list[str]] = defaultdict(list)
+        for job, info in infos.items():
+            by_type[info.spider_type].append(job)
+        views: dict[str, list[WorkerView]] = {}
+        self.weights = {}
+        for spider_type, jobs in by_type.items():
+            rates = fill_missing({job: measured[job].rate for job in jobs}, self.config.initial_rate)
+            views[spider_type] = [WorkerView(infos[job], rates[job], measured[job].rate is not None,
+                                             measured[job].outstanding) for job in sorted(jobs)]
+            self.weights.update(rates)
+        return views
+
+    def reconcile(self, now: float, jobs: list[str]) -> None:
+        """Recount what each job holds (its queues and leases) at most once a minute: ``out`` is a running hint."""
+        due = [job for job in jobs if now - self._reconciled.get(job, -math.inf) >= RECONCILE_SECONDS]
+        for job in due:
+            domains = [d.decode() if isinstance(d, bytes) else d for d in self.redis.smembers(keys.job_domains(job))]
+            pipe = self.redis.pipeline(transaction=False)
+            for domain in domains:
+                pipe.zcard(keys.queue(job, domain))
+                pipe.zcard(keys.inflight(job, domain))
+            self.registry.set_outstanding(job, sum(pipe.execute()) if domains else 0)
+            self.registry.prune(job, minute_of(now) - self.config.window_minutes - 1)
+            self._reconciled[job] = now
+
+    # --- 2. how much ------------------------------------------------------------------------------------------
+    def budgets(self, views: dict[str, list[WorkerView]], now: float) -> dict[str, int]:
+        """Tasks each spider type may take now; sets every worker's room."""
+        config = self.config
+        current = minute_of(now)
+        minutes = [str(m) for m in range(current - config.window_minutes + 1, current + 1)]
+        types = list(views)
+        pipe = self.redis.pipeline(transaction=False)
+        for spider_type in types:
+            pipe.hmget(keys.dispatched_minutes(spider_type), minutes)
+        budgets: dict[str, int] = {}
+        for spider_type, counts in zip(types, pipe.execute() if types else [], strict=True):
+            workers = views[spider_type]
+            recent = sum(int(c or 0) for c in counts)
+            capacity = sum(w.rate for w in workers)
+            allowed = math.floor(config.headroom * capacity * config.window_minutes) - recent
+            for worker in workers:
+                bound = math.ceil(config.headroom * worker.rate * config.backlog_minutes)
+                worker.room = max(0, bound - worker.outstanding)
+            budgets[spider_type] = max(0, min(allowed, sum(w.room for w in workers)))
+        return budgets
+
+    # --- 3 and 4. whom, and move ----------------------------------------------------------------------------------
+    def round(self, now: float) -> RoundResult:
+        views = self.workers(now)
+        self.reconcile(now, [w.info.job for workers in views.values() for w in workers])
+        budgets = self.budgets(views, now)
+        result = RoundResult(budget=dict(budgets))
+        if not any(budgets.values()):
+            return result
+        caps: dict[str, dict[str, int]] = {}
+        for spider_type, workers in views.items():
+            caps[spider_type] = {w.info.job: w.room for w in workers if w.room > 0}
+            self._wrr[spider_type].update({w.info.job: w.weight for w in workers if w.room > 0})
+        live_types = frozenset(views)
+        start = "-inf"
+        if self._skip and self._skip[1] == live_types and now - self._skip[2] < SKIP_MEMORY_SECONDS:
+            start = f"({self._skip[0]!r}"
+        else:
+            self._skip = None
+        picks: list[Pick] = []
+        leading_blocked = True
+        chunk = max(500, min(self.config.scan, 2 * self.config.batch))
+        offset = 0
+        while result.scanned < self.config.scan and any(budgets.values()):
+            # moved tasks left seeds: the entries after them shifted down by as many places
+            entries = self.redis.zrangebyscore(keys.SEEDS, start, "+inf", start=offset - result.total, num=chunk,
+                                               withscores=True)
+            if not entries:
+                break
+            offset += len(entries)
+            for raw, score in entries:
+                result.scanned += 1
+                member = raw.decode() if isinstance(raw, bytes) else raw
+                task = json.loads(member)
+                spider_type = task.get("spider_type", "")
+                if spider_type not in live_types:
+                    if leading_blocked:
+                        self._skip = (float(score), live_types, self._skip[2] if self._skip else now)
+                    continue
+                leading_blocked = False
+                if budgets[spider_type] <= 0:
+                    continue
+                try:
+                    domain = _domain(task["url"])
+                except (InvalidDomain, KeyError):
+                    logger.warning("dropping a task without a usable URL from seeds: %s", member[:200])
+                    self.redis.zrem(keys.SEEDS, member)
+                    continue
+                job = self._wrr[spider_type].choose()
+                if job is None:
+                    continue
+                picks.append(Pick(member, job, domain, task.get("crawlid", ""), spider_type,
+                                  queue_score(int(task.get("priority", 100)), int(task.get("depth", 0)))))
+                budgets[spider_type] -= 1
+                caps[spider_type][job] -= 1
+                if caps[spider_type][job] <= 0:
+                    self._wrr[spider_type].remove(job)
+                if len(picks) >= self.config.batch:
+                    self._move(picks, now, result)
+                    picks = []
+            if len(entries) < chunk:
+                break
+        if picks:
+            self._move(picks, now, result)
+        return result
+
+    def _move(self, picks: list[Pick], now: float, result: RoundResult) -> None:
+        placed = self.staging.move(picks, minute_of(now))
+        self.registry.add_outstanding(placed)
+        for job, n in placed.items():
+            result.placed[job] = result.placed.get(job, 0) + n
+        if self.stats is not None and placed:
+            self.stats.incr("dispatched", sum(placed.values()))
+
+
+def _domain(url: str) -> str:
+    """``domain_of`` with a fast path for plain ``http(s)://host/...`` URLs (the host's domain is cached)."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("http", "https"):
+        host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+        if host and not any(ch in host for ch in "@:[%") and host.isascii():
+            return domain_of_host(host.lower())
+    return domain_of(url)

@@ -1,0 +1,81 @@
+"""Which master dispatches: a ZooKeeper election, and an epoch that fences an old leader out of Redis.
+
+Every ``crawlfleet master`` contends in ``<root>/master/election`` (kazoo's ``Election`` recipe: an ephemeral
+sequential lock node; the lowest holds the lock). The winner takes a new **epoch** (``INCR master:{seeds}:epoch``)
+and leads until its ZooKeeper connection is *suspended* (not merely lost: a suspended session may already be expired
+on the server, and another master may be leading), until it is told to stop, or until a Redis write is refused
+because a newer epoch exists. The dispatch scripts compare their epoch with the current one, so a leader that was
+paused (GC, SIGSTOP, a network partition) and wakes up after a standby took over cannot write: its stage step is
+refused, and its half-moved batches are settled by the new leader (``master.staging``).
+
+With a short session timeout (CRAWLFLEET_ZK_TIMEOUT, 4–6 s) a standby takes over within about that time after the
+leader's host dies or the leader is killed with SIGKILL (its ephemeral node disappears when the session expires).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from messaging import keys
+
+logger = logging.getLogger(__name__)
+
+
+class Leadership:
+    """Contend, lead with an epoch, step down on suspension; ``run`` returns when :meth:`stop` is called."""
+
+    def __init__(self, zk: Any, redis: Any, path: str, identifier: str) -> None:
+        self.zk = zk
+        self.redis = redis
+        self.path = path
+        self.identifier = identifier
+        self.stopping = threading.Event()
+        self._election: Any = None
+        self._lock = threading.Lock()
+
+    def run(self, lead: Callable[[int, threading.Event], None]) -> None:
+        """Call ``lead(epoch, lost)`` each time this process wins; ``lost`` is set when it must step down."""
+        from kazoo.exceptions import KazooException
+
+        while not self.stopping.is_set():
+            with self._lock:
+                self._election = self.zk.Election(self.path, self.identifier)
+            try:
+                self._election.run(self._lead, lead)
+            except KazooException as exc:  # connection trouble while contending: wait for it to come back
+                logger.warning("election interrupted: %s", exc)
+                self.stopping.wait(1.0)
+            except Exception:
+                logger.exception("leader step failed")
+                self.stopping.wait(1.0)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            if self._election is not None:
+                self._election.cancel()
+
+    def _lead(self, lead: Callable[[int, threading.Event], None]) -> None:
+        from kazoo.protocol.states import KazooState
+
+        lost = threading.Event()
+
+        def on_state(state: str) -> bool:
+            if state != KazooState.CONNECTED:
+                lost.set()
+                return True  # remove this listener
+            return False
+
+        self.zk.add_listener(on_state)
+        try:
+            if self.zk.state != KazooState.CONNECTED or self.stopping.is_set():
+                return
+            epoch = int(self.redis.incr(keys.MASTER_EPOCH))
+            logger.info("leading the dispatch with epoch %d (%s)", epoch, self.identifier)
+            lead(epoch, lost)
+        finally:
+            self.zk.remove_listener(on_state)
+            logger.info("stepped down (%s)", "stopping" if self.stopping.is_set() else "leadership lost")

@@ -1,0 +1,292 @@
+"""The worker registry: who crawls, what each has done per minute, and who is retired (seed 4.2.1.3).
+
+Keys (``messaging.keys``): ``workers`` (zset job -> last heartbeat, Redis clock), ``worker:<job>`` (hash: job,
+spider type, host IP identity, host name, pid, start time — static, written once), ``workers:{workers}:activity:<job>``
+(hash: ``d<minute>`` completions and ``b<minute>`` busy flags per Redis-clock minute, ``done`` lifetime completions,
+``out`` tasks handed to the job and not yet completed) and ``workers:{workers}:retired`` (zset job -> retirement
+time). The zsets and the activity hashes share the hash tag ``workers``, so every script below checks the fence and
+writes in one atomic call, also on a Redis Cluster.
+
+Worker side (the Scrapy worker; the simulated workers of tests and benchmarks)::
+
+    registry = WorkerRegistry(redis)
+    registry.register(WorkerInfo(job, spider_type, ip, host, pid))
+    registry.heartbeat(job, busy=scheduler_has_work)        # every CRAWLFLEET_HEARTBEAT_INTERVAL seconds
+    task = politeness.ack(lease)                              # the lease-ack step (master.politeness)
+    if task is not None:
+        record_completion(redis, job, [task])               # weights + the crawl's pending count
+    registry.leave(job)                                       # on a clean shutdown: requeued at once
+
+A *busy* minute is one in which the worker had work queued or leased: a heartbeat with ``busy=True`` marks it, and so
+does any completion. Weights (``master.weights``) are completions per busy minute, so a worker that ran out of work
+is not judged slower for it.
+
+Fencing: the master retires a job whose heartbeat is older than CRAWLFLEET_HEARTBEAT_TTL (:meth:`retire`); from then
+on ``register``, ``heartbeat`` and ``record_completion`` of that job raise :class:`Fenced` and the worker must stop.
+The master then moves the job's queues *and leases* back to ``seeds`` (``master.requeue``), one atomic call per
+domain slot, so the job's later lease acks find nothing to acknowledge (``politeness.ack`` returns ``None``) and
+nothing of it is counted twice. Writes that are not acks (pushing child tasks) should check :func:`is_retired` first;
+a child pushed by a zombie in the gap is at worst a duplicate task, never a lost one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from messaging import keys
+from messaging.clock import Clock, RedisClock
+from messaging.tasks import Task
+
+RETIRED_KEEP_SECONDS = 7 * 86400  # a retired job id stays fenced this long (job ids are never reused)
+
+_NOW = """
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local minute = math.floor(now / 60)
+"""
+
+# KEYS: workers, retired, activity. ARGV: now, job. -1: fenced.
+_REGISTER = _NOW + """
+if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return -1 end
+redis.call('ZADD', KEYS[1], string.format('%.6f', now), ARGV[2])
+redis.call('HSETNX', KEYS[3], 'started', string.format('%.6f', now))
+return 1
+"""
+
+# KEYS: workers, retired, activity. ARGV: now, job, busy (0/1). -1: fenced, 0: not registered (expired).
+_HEARTBEAT = _NOW + """
+if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return -1 end
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], string.format('%.6f', now), ARGV[2])
+if ARGV[3] == '1' then redis.call('HSET', KEYS[3], 'b' .. minute, 1) end
+return 1
+"""
+
+# KEYS: retired, activity. ARGV: now, job, n. -1: fenced.
+_COMPLETE = _NOW + """
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return -1 end
+local n = tonumber(ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'd' .. minute, n)
+redis.call('HSET', KEYS[2], 'b' .. minute, 1)
+redis.call('HINCRBY', KEYS[2], 'done', n)
+if redis.call('HINCRBY', KEYS[2], 'out', -n) < 0 then redis.call('HSET', KEYS[2], 'out', 0) end
+return n
+"""
+
+# KEYS: workers, retired. ARGV: now, job, latest heartbeat that still counts as dead ('+inf': retire anyway).
+# 1: retired now, 0: alive again (a late heartbeat arrived) or already retired.
+_RETIRE = _NOW + """
+local beat = redis.call('ZSCORE', KEYS[1], ARGV[2])
+if not beat then
+  if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return 0 end
+elseif ARGV[3] ~= '+inf' and tonumber(beat) > tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], string.format('%.6f', now), ARGV[2])
+return 1
+"""
+
+# A task left a domain slot (acknowledged or dropped): its crawl has one task less there.
+# KEYS: pending:{d}. ARGV: (crawlid, n)*.
+_DONE = """
+for i = 1, #ARGV, 2 do
+  if redis.call('HINCRBY', KEYS[1], ARGV[i], -tonumber(ARGV[i + 1])) <= 0 then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+return 1
+"""
+
+
+class Fenced(RuntimeError):
+    """The job id was retired (declared dead): the worker must stop; its tasks went back to ``seeds``."""
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    job: str
+    spider_type: str
+    ip: str
+    host: str
+    pid: int
+    started: float = 0.0  # Redis time of the registration (set by register)
+
+    def to_hash(self) -> dict[str, str]:
+        return {name: str(value) for name, value in asdict(self).items()}
+
+    @classmethod
+    def from_hash(cls, data: dict[Any, Any]) -> WorkerInfo:
+        text = {_text(k): _text(v) for k, v in data.items()}
+        return cls(job=text["job"], spider_type=text["spider_type"], ip=text.get("ip", ""),
+                   host=text.get("host", ""), pid=int(text.get("pid") or 0),
+                   started=float(text.get("started") or 0.0))
+
+
+class WorkerRegistry:
+    """Registration, heartbeats, completions and retirement of workers (see the module docstring)."""
+
+    def __init__(self, redis: Any, clock: Clock | None = None) -> None:
+        self.redis = redis
+        self.clock = clock
+        self._register = redis.register_script(_REGISTER)
+        self._heartbeat = redis.register_script(_HEARTBEAT)
+        self._complete = redis.register_script(_COMPLETE)
+        self._retire = redis.register_script(_RETIRE)
+
+    def _now(self, now: float | None) -> str:
+        if now is not None:
+            return repr(float(now))
+        return repr(self.clock.now()) if self.clock is not None else ""
+
+    # --- worker side ----------------------------------------------------------------------------------------------
+    def register(self, info: WorkerInfo, now: float | None = None) -> WorkerInfo:
+        """Join: write the worker's description, then its first heartbeat. Raises :class:`Fenced`."""
+        started = float(now) if now is not None else (self.clock or RedisClock(self.redis)).now()
+        info = WorkerInfo(info.job, info.spider_type, info.ip, info.host, info.pid, started)
+        # the description goes first: the master ignores a heartbeat it cannot describe yet
+        self.redis.hset(keys.worker(info.job), mapping=info.to_hash())
+        result = self._register(keys=[keys.WORKERS, keys.RETIRED_WORKERS, keys.worker_activity(info.job)],
+                                args=[repr(started), info.job])
+        if int(result) < 0:
+            raise Fenced(info.job)
+        return info
+
+    def heartbeat(self, job: str, busy: bool = True, now: float | None = None) -> bool:
+        """I am alive (and had work this minute when ``busy``). False: not registered (register again)."""
+        result = int(self._heartbeat(keys=[keys.WORKERS, keys.RETIRED_WORKERS, keys.worker_activity(job)],
+                                     args=[self._now(now), job, "1" if busy else "0"]))
+        if result < 0:
+            raise Fenced(job)
+        return result == 1
+
+    def record_completion(self, job: str, tasks: Sequence[Task] | int, now: float | None = None) -> int:
+        """Count completed tasks; see :func:`record_completion`."""
+        return record_completion(self.redis, job, tasks, now if now is not None else _clock_now(self.clock))
+
+    def leave(self, job: str, now: float | None = None) -> bool:
+        """Clean shutdown: retire the job at once, so that the master requeues what it still holds."""
+        return self.retire(job, math.inf, now)
+
+    # --- master side ----------------------------------------------------------------------------------------------
+    def retire(self, job: str, deadline: float = math.inf, now: float | None = None) -> bool:
+        """Fence the job if its last heartbeat is not later than ``deadline``; True when it was retired now."""
+        latest = "+inf" if math.isinf(deadline) else repr(float(deadline))
+        return int(self._retire(keys=[keys.WORKERS, keys.RETIRED_WORKERS], args=[self._now(now), job, latest])) == 1
+
+    def expired(self, ttl: float, now: float) -> list[str]:
+        """Jobs whose last heartbeat is more than ``ttl`` seconds before ``now``."""
+        return [_text(job) for job in self.redis.zrangebyscore(keys.WORKERS, "-inf", f"({now - ttl!r}")]
+
+    def live(self) -> dict[str, float]:
+        """Registered (not retired) jobs and their last heartbeat."""
+        return {_text(job): float(score) for job, score in self.redis.zrange(keys.WORKERS, 0, -1, withscores=True)}
+
+    def infos(self, jobs: Iterable[str]) -> dict[str, WorkerInfo]:
+        """Descriptions of the given jobs (jobs without one are left out)."""
+        jobs = list(jobs)
+        pipe = self.redis.pipeline(transaction=False)
+        for job in jobs:
+            pipe.hgetall(keys.worker(job))
+        return {job: WorkerInfo.from_hash(data) for job, data in zip(jobs, pipe.execute(), strict=True)
+                if data and b"spider_type" in data}
+
+    def activity(self, jobs: Iterable[str], fields: Sequence[str]) -> dict[str, list[int]]:
+        """The given activity fields (``d<minute>``, ``b<minute>``, ``out``, ``done``) of each job, 0 when unset."""
+        jobs = list(jobs)
+        if not fields:
+            return {job: [] for job in jobs}
+        pipe = self.redis.pipeline(transaction=False)
+        for job in jobs:
+            pipe.hmget(keys.worker_activity(job), list(fields))
+        return {job: [int(value or 0) for value in values]
+                for job, values in zip(jobs, pipe.execute(), strict=True)}
+
+    def add_outstanding(self, counts: dict[str, int]) -> None:
+        """Tasks just placed in the jobs' queues (the dispatcher's backlog bound reads ``out``)."""
+        if counts:
+            pipe = self.redis.pipeline(transaction=False)
+            for job, n in counts.items():
+                pipe.hincrby(keys.worker_activity(job), "out", n)
+            pipe.execute()
+
+    def set_outstanding(self, job: str, n: int) -> None:
+        self.redis.hset(keys.worker_activity(job), "out", n)
+
+    def prune(self, job: str, oldest_minute: int) -> None:
+        """Drop per-minute fields older than ``oldest_minute`` (bounded memory)."""
+        stale = [field for field in map(_text, self.redis.hkeys(keys.worker_activity(job)))
+                 if field[:1] in ("d", "b") and field[1:].isdigit() and int(field[1:]) < oldest_minute]
+        if stale:
+            self.redis.hdel(keys.worker_activity(job), *stale)
+
+    def retired(self) -> list[str]:
+        return [_text(job) for job in self.redis.zrange(keys.RETIRED_WORKERS, 0, -1)]
+
+    def forget(self, job: str, now: float) -> None:
+        """After its tasks are back in ``seeds``: drop a retired job's description and activity; prune old fences."""
+        self.redis.delete(keys.worker(job))
+        self.redis.delete(keys.worker_activity(job))
+        self.redis.zremrangebyscore(keys.RETIRED_WORKERS, "-inf", now - RETIRED_KEEP_SECONDS)
+
+
+def is_retired(redis: Any, job: str) -> bool:
+    """The cheap fence check for a worker's writes that are not lease acks (e.g. pushing child tasks)."""
+    return redis.zscore(keys.RETIRED_WORKERS, job) is not None
+
+
+_scripts: dict[str, Any] = {}
+
+
+def _script(redis: Any, name: str, source: str) -> Any:
+    if name not in _scripts:
+        _scripts[name] = redis.register_script(source)
+    return _scripts[name]
+
+
+def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: float | None = None) -> int:
+    """Count tasks the job completed (their leases were acknowledged): the ack path calls this.
+
+    With tasks (not a bare number) each one also leaves its crawl's pending count of its domain
+    (``pending:{<domain>}``; the master declares a crawl finished when every count is zero). Call it only for
+    tasks whose ack succeeded, exactly once: a crash between ack and this call leaves a count too high (the crawl
+    is then not declared finished), never too low. The completion counts for the job's weight in the minute of
+    ``now`` (default: the Redis clock), which is marked busy. Raises :class:`Fenced` when the job is retired (the
+    domain counts are still released: the acknowledged tasks did leave).
+    """
+    n = tasks if isinstance(tasks, int) else len(tasks)
+    if n <= 0:
+        return 0
+    if not isinstance(tasks, int):
+        by_domain: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for task in tasks:
+            by_domain[task.domain][task.crawlid] += 1
+        done = _script(redis, "done", _DONE)
+        pipe = redis.pipeline(transaction=False)
+        for domain, crawls in by_domain.items():
+            args: list[Any] = []
+            for crawlid, count in crawls.items():
+                args += [crawlid, count]
+            done(keys=[keys.pending_domain(domain)], args=args, client=pipe)
+        pipe.execute()
+    result = int(_script(redis, "complete", _COMPLETE)(
+        keys=[keys.RETIRED_WORKERS, keys.worker_activity(job)],
+        args=["" if now is None else repr(float(now)), job, n], client=redis))
+    if result < 0:
+        raise Fenced(job)
+    return result
+
+
+def _clock_now(clock: Clock | None) -> float | None:
+    return clock.now() if clock is not None else None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,117 @@
+"""``crawlfleet master``: the long-running master process (seed 4.2.1.3's ``Dispatcher.run``).
+
+Every master contends in the ZooKeeper election (``master.election``); the standbys wait. The leader, with its epoch:
+
+1. settles batches that an earlier leader left half-moved (``master.staging``) and finishes requeues that an earlier
+   leader left half-done (``master.requeue``);
+2. then loops until it must step down: detects leaves (heartbeat older than CRAWLFLEET_HEARTBEAT_TTL by the Redis
+   clock: retire the job, put its queues and leases back into ``seeds``), runs a dispatch round
+   (``master.dispatcher``), and every CRAWLFLEET_FINISH_INTERVAL checks for finished crawls (``master.finisher``,
+   events to the outbound topic). When a round moved nothing it waits CRAWLFLEET_DISPATCH_INTERVAL.
+
+SIGTERM/SIGINT: the current step completes (a batch is always settled before the loop looks at the flag), the
+election node is released, and the process exits, so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
+from master.dispatcher import DispatchConfig, Dispatcher
+from master.election import Leadership
+from master.finisher import Finisher
+from master.registry import WorkerRegistry
+from master.requeue import Requeuer
+from master.staging import LeadershipLost
+from master.weights import minute_of
+from messaging import clients
+from messaging.clock import RedisClock
+from messaging.settings import Settings
+from messaging.stats import Stats
+
+logger = logging.getLogger(__name__)
+STATS_MODULE = "master"
+LEAVE_CHECK_SECONDS = 1.0
+
+
+class MasterService:
+    def __init__(self, settings: Settings, identifier: str | None = None) -> None:
+        self.settings = settings
+        self.identifier = identifier or f"{settings.node_name or socket.gethostname()}:{os.getpid()}"
+        self.redis = clients.redis_client(settings)
+        self.zk = clients.zk_client(settings)
+        self.clock = RedisClock(self.redis)
+        self.registry = WorkerRegistry(self.redis)
+        self.leadership = Leadership(self.zk, self.redis, f"{settings.zk_root}/master/election", self.identifier)
+        self._producer: Any = None
+        self.stats = Stats(self.redis, STATS_MODULE)
+
+    def run(self) -> None:
+        logger.info("master %s standing by for the election", self.identifier)
+        try:
+            self.leadership.run(self._lead)
+        finally:
+            self.close()
+
+    def stop(self) -> None:
+        self.leadership.stop()
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close(timeout=5)
+        self.zk.stop()
+        self.zk.close()
+        self.redis.close()
+
+    # --- the leader's loop ----------------------------------------------------------------------------------------
+    def _lead(self, epoch: int, lost: threading.Event) -> None:
+        settings = self.settings
+        dispatcher = Dispatcher(self.redis, epoch, DispatchConfig.from_settings(settings), self.registry,
+                                self.stats)
+        requeuer = Requeuer(self.redis, epoch)
+        finisher = Finisher(self.redis, self._send, settings.crawl_ttl)
+        try:
+            landed, returned = dispatcher.staging.recover(minute_of(self.clock.now()))
+            if landed or returned:
+                logger.info("settled an earlier leader's batches: %d tasks had landed, %d back in seeds",
+                            landed, returned)
+            for job in requeuer.pending_jobs(self.registry.retired()):
+                requeuer.requeue(job)
+                self.registry.forget(job, self.clock.now())
+            next_leaves = next_finish = 0.0
+            while not lost.is_set() and not self.leadership.stopping.is_set():
+                now = self.clock.now()
+                if now >= next_leaves:
+                    self._leaves(requeuer, now)
+                    next_leaves = now + LEAVE_CHECK_SECONDS
+                if now >= next_finish:
+                    finisher.check(now)
+                    next_finish = now + settings.finish_interval
+                result = dispatcher.round(now)
+                if result.total:
+                    logger.debug("dispatched %s", result.placed)
+                else:
+                    lost.wait(settings.dispatch_interval)
+        except LeadershipLost as exc:
+            logger.warning("a newer leader exists: %s", exc)
+
+    def _leaves(self, requeuer: Requeuer, now: float) -> None:
+        ttl = self.settings.heartbeat_ttl
+        for job in self.registry.expired(ttl, now):
+            if self.registry.retire(job, now - ttl, now):
+                logger.warning("worker %s left (no heartbeat for %.0fs): retired, requeueing its tasks", job, ttl)
+                moved = requeuer.requeue(job)
+                self.registry.forget(job, now)
+                self.stats.incr("worker_left")
+                self.stats.incr("requeued", moved)
+
+    def _send(self, event: dict[str, Any]) -> None:
+        if self._producer is None:
+            self._producer = clients.kafka_producer(self.settings)
+        self._producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
+        self._producer.flush(timeout=30)
+

@@ -1,0 +1,302 @@
+"""Moving tasks from ``seeds`` into worker queues without losing or duplicating one, even across a crash.
+
+``seeds`` and a worker's ``<job>:{<domain>}:queue`` live in different hash slots (on a Redis Cluster, on different
+nodes), so no single call can move a task between them. A batch therefore moves in steps, each atomic in one slot:
+
+1. **stage** (``seeds`` slot): check the leader's epoch (``master:{seeds}:epoch``, fencing), remove the picked
+   tasks from ``seeds`` and record them, with their seeds score and destination, under the batch id in the epoch's
+   staging hash ``master:{seeds}:staging:<epoch>``. A staged task still counts as pending in ``seeds``' slot.
+2. **land** (one call per domain slot): claim the batch's *landing marker* of the domain
+   (``master:{<domain>}:landed:<batch>``, ``SET NX``) and, only if the claim succeeds, add the tasks to their
+   queues and count them in the domain's per-crawl pending counts.
+3. **settle** (``seeds`` slot, guarded by deleting the batch from the staging hash, so it happens once): tasks of
+   domains that landed leave ``seeds``' pending counts (and count in the spider type's dispatched-per-minute
+   window); tasks of domains whose marker was *revoked* go back into ``seeds`` at their old score.
+
+Recovery: a new leader first takes a higher epoch (so an old leader can no longer stage), then, for each batch left
+in an older epoch's staging hash, *revokes* every domain marker that is not claimed yet (``SET NX revoked``) and
+settles the batch by what each marker says. The marker is the single decision per (batch, domain): a paused old
+leader that wakes up finds its markers revoked and cannot land, and whoever settles first settles it the same way.
+Every task is thus in exactly one of ``seeds`` and its destination queue once a batch is settled, and in at least one
+of them (or the staging hash) at every instant — so a crawl's pending counts never reach zero while it has a task.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from messaging import keys
+
+MARKER_TTL = 86400
+KNOWN_LIMIT = 200_000  # a landing marker outlives any recovery; it is also deleted once its batch is settled
+
+# KEYS: seeds, epoch, staging hash, staging epochs. ARGV: epoch, batch, (task, job, domain)*.
+_STAGE = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return redis.error_reply('FENCED stale dispatcher epoch') end
+local staged, taken = {}, {}
+for i = 3, #ARGV, 3 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    staged[#staged + 1] = {ARGV[i], score, ARGV[i + 1], ARGV[i + 2]}
+    taken[#taken + 1] = (i - 3) / 3
+  end
+end
+if #staged > 0 then
+  redis.call('HSET', KEYS[3], ARGV[2], cjson.encode(staged))
+  redis.call('SADD', KEYS[4], ARGV[1])
+end
+return taken
+"""
+
+# KEYS: marker, pending:{d}, queue*. ARGV: ttl, (queue index, queue score, task, crawlid)*.
+# Reply: tasks added (>= 0), or -1 when the marker was revoked (the batch goes back to seeds).
+_LAND = """
+if not redis.call('SET', KEYS[1], 'landed', 'NX', 'EX', ARGV[1]) then
+  if redis.call('GET', KEYS[1]) == 'landed' then return 0 end
+  return -1
+end
+local added, per_crawl = 0, {}
+for i = 2, #ARGV, 4 do
+  if redis.call('ZADD', KEYS[2 + tonumber(ARGV[i])], 'NX', ARGV[i + 1], ARGV[i + 2]) == 1 then
+    added = added + 1
+    per_crawl[ARGV[i + 3]] = (per_crawl[ARGV[i + 3]] or 0) + 1
+  end
+end
+for crawl, n in pairs(per_crawl) do redis.call('HINCRBY', KEYS[2], crawl, n) end
+return added
+"""
+
+# KEYS: marker. ARGV: ttl. Reply: the marker's decision ('landed' or 'revoked').
+_REVOKE = """
+redis.call('SET', KEYS[1], 'revoked', 'NX', 'EX', ARGV[1])
+return redis.call('GET', KEYS[1])
+"""
+
+# KEYS: seeds, staging hash, pending:{seeds}, finish candidates, staging epochs, dispatched-minute hash*.
+# ARGV: batch, epoch, minute, returned count r, (task, score)*r, crawl count c, (crawlid, n)*c, (type index, n)*.
+_SETTLE = """
+if redis.call('HDEL', KEYS[2], ARGV[1]) == 0 then return 0 end
+local i = 5
+for _ = 1, tonumber(ARGV[4]) do
+  redis.call('ZADD', KEYS[1], 'NX', ARGV[i + 1], ARGV[i])
+  i = i + 2
+end
+local crawls = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, crawls do
+  if redis.call('HINCRBY', KEYS[3], ARGV[i], -tonumber(ARGV[i + 1])) <= 0 then
+    redis.call('HDEL', KEYS[3], ARGV[i])
+    redis.call('SADD', KEYS[4], ARGV[i])
+  end
+  i = i + 2
+end
+while i <= #ARGV do
+  redis.call('HINCRBY', KEYS[5 + tonumber(ARGV[i])], ARGV[3], tonumber(ARGV[i + 1]))
+  i = i + 2
+end
+if redis.call('HLEN', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], ARGV[2]) end
+return 1
+"""
+
+
+class LeadershipLost(RuntimeError):
+    """A newer dispatcher epoch exists: this process is no longer the leader and must stop dispatching."""
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One task chosen for one worker."""
+
+    member: str  # the task as stored in seeds
+    job: str
+    domain: str
+    crawlid: str
+    spider_type: str
+    queue_score: float
+
+
+@dataclass(frozen=True)
+class Staged:
+    member: str
+    score: str  # its score in seeds, exactly as Redis gave it
+    job: str
+    domain: str
+
+
+def is_cluster(redis: Any) -> bool:
+    from redis.cluster import RedisCluster
+
+    return isinstance(redis, RedisCluster)
+
+
+def run_scripts(redis: Any, calls: list[tuple[Any, list[str], list[Any]]]) -> list[Any]:
+    """Run script calls in one pipeline (a plain Redis) or one by one (a Redis Cluster routes each by its keys)."""
+    if not calls:
+        return []
+    if is_cluster(redis):
+        return [script(keys=k, args=a, client=redis) for script, k, a in calls]
+    pipe = redis.pipeline(transaction=False)
+    for script, k, a in calls:
+        script(keys=k, args=a, client=pipe)
+    return pipe.execute()
+
+
+class Staging:
+    """Stage, land and settle batches for the leader of ``epoch``; recover the batches of older epochs."""
+
+    def __init__(self, redis: Any, epoch: int) -> None:
+        self.redis = redis
+        self.epoch = int(epoch)
+        self._batches = itertools.count(1)
+        # (set key, domain) pairs already added: a job's or a crawl's domain set only grows while it is alive
+        self._known: set[tuple[str, str]] = set()
+        self._stage = redis.register_script(_STAGE)
+        self._land = redis.register_script(_LAND)
+        self._revoke = redis.register_script(_REVOKE)
+        self._settle = redis.register_script(_SETTLE)
+
+    # --- the normal path ------------------------------------------------------------------------------------------
+    def stage(self, picks: list[Pick]) -> tuple[str, list[Pick]]:
+        """Step 1; returns the batch id and the picks that were still in ``seeds``. Raises LeadershipLost."""
+        from redis.exceptions import ResponseError
+
+        batch = f"{self.epoch}:{next(self._batches)}"
+        args: list[Any] = [self.epoch, batch]
+        for pick in picks:
+            args += [pick.member, pick.job, pick.domain]
+        try:
+            taken = self._stage(keys=[keys.SEEDS, keys.MASTER_EPOCH, keys.master_staging(self.epoch),
+                                      keys.MASTER_STAGING_EPOCHS], args=args)
+        except ResponseError as exc:
+            if "FENCED" in str(exc):
+                raise LeadershipLost(f"epoch {self.epoch} is no longer current") from exc
+            raise
+        return batch, [picks[int(i)] for i in taken]
+
+    def land(self, batch: str, picks: list[Pick]) -> dict[str, bool]:
+        """Step 2 for every domain of the batch; returns domain -> landed (False: revoked by a newer leader)."""
+        by_domain: dict[str, list[Pick]] = defaultdict(list)
+        members: dict[str, set[str]] = defaultdict(set)
+        for pick in picks:
+            by_domain[pick.domain].append(pick)
+            for key in (keys.job_domains(pick.job), keys.crawl_domains(pick.crawlid)):
+                if (key, pick.domain) not in self._known:
+                    members[key].add(pick.domain)
+        if members:
+            # before the queue exists: the requeue of a dead job and the finisher find it through these sets
+            pipe = self.redis.pipeline(transaction=False)
+            for key, domains in members.items():
+                pipe.sadd(key, *domains)
+            pipe.execute()
+            if len(self._known) > KNOWN_LIMIT:
+                self._known.clear()
+            self._known.update((key, domain) for key, domains in members.items() for domain in domains)
+        calls = []
+        for domain, group in by_domain.items():
+            queues: list[str] = []
+            args: list[Any] = [MARKER_TTL]
+            for pick in group:
+                queue = keys.queue(pick.job, domain)
+                if queue not in queues:
+                    queues.append(queue)
+                args += [queues.index(queue) + 1, repr(pick.queue_score), pick.member, pick.crawlid]
+            calls.append((self._land, [keys.dispatch_landed(domain, batch), keys.pending_domain(domain), *queues],
+                          args))
+        results = run_scripts(self.redis, calls)
+        return {domain: int(result) >= 0 for domain, result in zip(by_domain, results, strict=True)}
+
+    def settle(self, batch: str, staged: list[Staged], landed: dict[str, bool], minute: int,
+               epoch: int | None = None, picks: list[Pick] | None = None) -> bool:
+        """Step 3 (once per batch); False when somebody settled the batch already."""
+        epoch = self.epoch if epoch is None else int(epoch)
+        returned = [s for s in staged if not landed[s.domain]]
+        crawls: dict[str, int] = defaultdict(int)
+        types: dict[str, int] = defaultdict(int)
+        if picks is None:  # recovery: what the batch held is only in the staging hash
+            picks = []
+            for s in staged:
+                task = json.loads(s.member)
+                picks.append(Pick(s.member, s.job, s.domain, task["crawlid"], task["spider_type"], 0.0))
+        for pick in picks:
+            if landed[pick.domain]:
+                crawls[pick.crawlid] += 1
+                types[pick.spider_type] += 1
+        type_names = list(types)
+        args: list[Any] = [batch, epoch, minute, len(returned)]
+        for s in returned:
+            args += [s.member, s.score]
+        args.append(len(crawls))
+        for crawlid, n in crawls.items():
+            args += [crawlid, n]
+        for index, name in enumerate(type_names, start=1):
+            args += [index, types[name]]
+        settled = self._settle(
+            keys=[keys.SEEDS, keys.master_staging(epoch), keys.PENDING_SEEDS, keys.FINISH_CANDIDATES,
+                  keys.MASTER_STAGING_EPOCHS, *(keys.dispatched_minutes(name) for name in type_names)],
+            args=args)
+        # landed markers are done with; revoked ones stay until their TTL to refuse a late landing
+        markers = [keys.dispatch_landed(domain, batch) for domain, ok in landed.items() if ok]
+        if markers:
+            pipe = self.redis.pipeline(transaction=False)
+            for marker in markers:
+                pipe.delete(marker)
+            pipe.execute()
+        return bool(settled)
+
+    def move(self, picks: list[Pick], minute: int) -> dict[str, int]:
+        """Stage, land and settle one batch; returns tasks placed per job."""
+        batch, taken = self.stage(picks)
+        if not taken:
+            return {}
+        landed = self.land(batch, taken)
+        staged = [Staged(p.member, "", p.job, p.domain) for p in taken]
+        if not all(landed.values()):  # revoked by a newer leader: return them at their exact old scores
+            staged = self._read_batch(self.epoch, batch) or staged
+        self.settle(batch, staged, landed, minute, picks=taken)
+        placed: dict[str, int] = defaultdict(int)
+        for pick in taken:
+            if landed[pick.domain]:
+                placed[pick.job] += 1
+        return dict(placed)
+
+    # --- recovery -------------------------------------------------------------------------------------------------
+    def recover(self, minute: int) -> tuple[int, int]:
+        """Settle every batch staged under older epochs; returns (tasks that had landed, tasks put back in seeds)."""
+        landed_total = returned_total = 0
+        for raw_epoch in self.redis.smembers(keys.MASTER_STAGING_EPOCHS):
+            epoch = int(raw_epoch)
+            if epoch == self.epoch:
+                continue
+            staging = keys.master_staging(epoch)
+            for raw_batch, blob in self.redis.hgetall(staging).items():
+                batch = raw_batch.decode() if isinstance(raw_batch, bytes) else raw_batch
+                staged = _parse(blob)
+                domains = list(dict.fromkeys(s.domain for s in staged))
+                decisions = run_scripts(self.redis, [
+                    (self._revoke, [keys.dispatch_landed(domain, batch)], [MARKER_TTL]) for domain in domains])
+                landed = {domain: _text(decision) == "landed" for domain, decision in zip(domains, decisions,
+                                                                                          strict=True)}
+                if self.settle(batch, staged, landed, minute, epoch=epoch):
+                    landed_total += sum(1 for s in staged if landed[s.domain])
+                    returned_total += sum(1 for s in staged if not landed[s.domain])
+            if not self.redis.hlen(staging):
+                self.redis.srem(keys.MASTER_STAGING_EPOCHS, epoch)
+        return landed_total, returned_total
+
+    def _read_batch(self, epoch: int, batch: str) -> list[Staged]:
+        blob = self.redis.hget(keys.master_staging(epoch), batch)
+        return _parse(blob) if blob else []
+
+
+def _parse(blob: Any) -> list[Staged]:
+    return [Staged(member, str(score), job, domain) for member, score, job, domain in json.loads(blob)]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+

@@ -1,0 +1,73 @@
+"""Worker weights: completions per busy minute over a sliding window (seed 4.2.1.2, formula 4-2).
+
+The seed's weight is ``w = (n_1 + … + n_k) / k``: tasks completed in the last ``k`` minutes (k = 10 by default,
+CRAWLFLEET_WEIGHT_WINDOW_MINUTES) per minute. Here the sum is divided by the number of *busy* minutes among those
+``k`` (minutes in which the worker had work queued or leased, ``master.registry``) instead of ``k``: a worker that
+ran out of work in some minutes — because it was given little, or the crawl ran dry — is not judged slower for it,
+so a worker capped by what it was given still shows that it got faster as soon as it has a backlog again.
+
+Only whole minutes count: the current minute (partial) and the minute of the worker's registration (partial) are
+left out. A worker without a busy minute yet has no history; it starts at the mean weight of the workers of its
+spider type that have one, or at CRAWLFLEET_DISPATCH_INITIAL_RATE when none has.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from master.registry import WorkerRegistry
+
+
+def minute_of(now: float) -> int:
+    """The Redis-clock minute (minutes since the epoch) that ``now`` falls in."""
+    return int(now // 60)
+
+
+def window_minutes(now: float, k: int, started: float = 0.0) -> list[int]:
+    """The whole minutes of the window ending before ``now``'s minute, after the start minute."""
+    current = minute_of(now)
+    first = max(current - k, first_whole_minute(started) if started else current - k)
+    return list(range(first, current))
+
+
+def first_whole_minute(started: float) -> int:
+    """The first minute that a worker which started at ``started`` was present for in full."""
+    return math.ceil(started / 60)
+
+
+def busy_rate(done: Sequence[int], busy: Sequence[bool]) -> float | None:
+    """Completions per busy minute (formula 4-2 over busy minutes); ``None`` without a busy minute."""
+    counted = [n for n, was_busy in zip(done, busy, strict=True) if was_busy or n > 0]
+    if not counted:
+        return None
+    return sum(counted) / len(counted)
+
+
+def fill_missing(rates: Mapping[str, float | None], initial: float) -> dict[str, float]:
+    """Workers without history get the mean of those with history (``initial`` when none has)."""
+    known = [rate for rate in rates.values() if rate is not None]
+    default = sum(known) / len(known) if known else initial
+    return {job: (rate if rate is not None else default) for job, rate in rates.items()}
+
+
+@dataclass(frozen=True)
+class Measured:
+    rate: float | None  # completions per busy minute; None: no history yet
+    outstanding: int  # tasks handed to the job and not completed (the dispatcher's backlog bound)
+
+
+def measure(registry: WorkerRegistry, started: Mapping[str, float], now: float, k: int) -> dict[str, Measured]:
+    """Each job's rate over its window and its outstanding tasks, in one pipelined read."""
+    minutes = window_minutes(now, k)
+    fields = [f"d{m}" for m in minutes] + [f"b{m}" for m in minutes] + ["out"]
+    values = registry.activity(started, fields)
+    result: dict[str, Measured] = {}
+    for job, row in values.items():
+        first = first_whole_minute(started[job]) if started[job] else minutes[0] if minutes else 0
+        keep = [i for i, m in enumerate(minutes) if m >= first]
+        done = [row[i] for i in keep]
+        busy = [bool(row[len(minutes) + i]) for i in keep]
+        result[job] = Measured(busy_rate(done, busy), row[-1])
+    return result

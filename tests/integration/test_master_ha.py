@@ -1,0 +1,70 @@
+"""High availability: two ``crawlfleet master`` processes; kill -9 of the leader; the standby takes over."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from deploy.procs import kill_hard, wait_for
+from master.registry import WorkerInfo, WorkerRegistry
+from messaging import keys
+from messaging.tasks import Task, push_seeds
+
+pytestmark = pytest.mark.integration
+
+TASKS = 4000
+
+
+def everything_queued(redis, jobs: list[str]) -> list[str]:
+    found = []
+    for job in jobs:
+        for domain in redis.smembers(keys.job_domains(job)):
+            found += [m.decode() for m in redis.zrange(keys.queue(job, domain.decode()), 0, -1)]
+    return found
+
+
+def test_standby_takes_over_after_kill_9_without_losing_or_duplicating_a_task(cf, procs) -> None:
+    redis = cf.redis()
+    original = [Task(url=f"http://site{i % 13}.test/p/{i}", crawlid="ha", spider_type="list") for i in range(TASKS)]
+    push_seeds(redis, original)
+    registry = WorkerRegistry(redis)
+    jobs = ["w1", "w2"]
+    for job in jobs:
+        registry.register(WorkerInfo(job, "list", "127.0.0.1", "test", 1))
+    stop = threading.Event()
+
+    def heartbeat() -> None:  # the workers stay alive (and take nothing: every task stays in the queues)
+        while not stop.is_set():
+            for job in jobs:
+                registry.heartbeat(job, busy=True)
+            stop.wait(0.5)
+
+    beats = threading.Thread(target=heartbeat, daemon=True)
+    beats.start()
+    # small batches: the leader is still moving tasks when it is killed
+    env = cf.with_env(CRAWLFLEET_DISPATCH_BATCH="7", CRAWLFLEET_DISPATCH_INITIAL_RATE="100000",
+                      CRAWLFLEET_HEARTBEAT_TTL="60")
+    try:
+        first = procs.crawlfleet("master", "--id", "first", env=env)
+        procs.wait_log(first, "leading the dispatch with epoch 1", timeout=30)
+        second = procs.crawlfleet("master", "--id", "second", env=env)
+        procs.wait_log(second, "standing by", timeout=30)
+        wait_for(lambda: redis.zcard(keys.SEEDS) < TASKS - 200, 30, "the first master to dispatch")
+        kill_hard(first.pid)
+        killed = time.monotonic()
+        assert redis.zcard(keys.SEEDS) > 0, "the first master finished before it was killed: the test proved nothing"
+        procs.wait_log(second, "leading the dispatch with epoch 2", timeout=10)
+        takeover = time.monotonic() - killed
+        assert takeover <= 10
+        wait_for(lambda: redis.zcard(keys.SEEDS) == 0, 30, "the second master to dispatch the rest")
+        wait_for(lambda: not redis.smembers(keys.MASTER_STAGING_EPOCHS), 10, "the staging areas to be settled")
+    finally:
+        stop.set()
+        beats.join(timeout=5)
+    queued = everything_queued(redis, jobs)
+    assert len(queued) == TASKS  # nothing duplicated ...
+    assert sorted(queued) == sorted(t.encode() for t in original)  # ... nothing lost
+    counts = sum(int(redis.hget(keys.pending_domain(f"site{i}.test"), "ha") or 0) for i in range(13))
+    assert counts == TASKS and redis.hget(keys.PENDING_SEEDS, "ha") is None
