@@ -10,6 +10,8 @@ import click
 
 from deploy.cli_demo import demo
 from deploy.cli_demoweb import demoweb
+from deploy.cli_master import master
+from deploy.cli_messaging import COMMANDS as MESSAGING_COMMANDS
 from deploy.cli_services import env_command, services, settings_command
 
 
@@ -23,7 +25,10 @@ main.add_command(services)
 main.add_command(env_command)
 main.add_command(settings_command)
 main.add_command(demoweb)
+for command in MESSAGING_COMMANDS:
+    main.add_command(command)
 main.add_command(demo)
+main.add_command(master)
 
 if __name__ == "__main__":
     main()

@@ -59,7 +59,7 @@ def _bootstrap(settings: Settings) -> list[str]:
 
 
 def kafka_producer(settings: Settings | None = None, **kwargs: Any) -> Any:
-    """A JSON producer: values are dicts, acknowledged by the leader, retried, idempotent ordering per key."""
+    """A JSON producer: values are dicts, acknowledged by the leader, retried, in order per partition."""
     from kafka import KafkaProducer
 
     settings = _settings(settings)
@@ -68,6 +68,7 @@ def kafka_producer(settings: Settings | None = None, **kwargs: Any) -> Any:
         "value_serializer": lambda value: json.dumps(value, ensure_ascii=False).encode("utf-8"),
         "key_serializer": lambda key: key.encode("utf-8") if isinstance(key, str) else key,
         "acks": 1,
+        "enable_idempotence": False,  # kafka-python's idempotent producer needs acks=all; say so, don't log it
         "retries": 5,
         "linger_ms": 5,
         "max_in_flight_requests_per_connection": 1,

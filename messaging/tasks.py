@@ -94,27 +94,51 @@ class CrawlState:
     FINISHED = "finished"
 
 
-# KEYS: seeds, seeds sequence, per-crawl pending counts (one hash slot: ``seeds``). ARGV: (task, priority, crawlid)*.
+# KEYS: seeds, seeds sequence, per-crawl pending counts, then (when guarded) one guard key per task — all in the
+# hash slot of ``seeds``. ARGV: guard TTL, then (member, priority, crawlid) per task.
+# Per task: 1 new in seeds, 0 already there, -1 its guard key was set already (a redelivered request).
 # Scores are formatted with %.0f: Lua's default number format keeps only 14 digits.
-_PUSH_SEEDS = """
-local n = #ARGV / 3
+PUSH_SEEDS_LUA = """
+local n = (#ARGV - 1) / 3
+local guarded = #KEYS > 3
 local last = redis.call('INCRBY', KEYS[2], n)
 local span = 17592186044416
-local added = 0
+local out = {}
 for i = 0, n - 1 do
-  local arrival = (last - n + 1 + i) % span
-  local score = (255 - tonumber(ARGV[3 * i + 2])) * span + arrival
-  if redis.call('ZADD', KEYS[1], 'NX', string.format('%.0f', score), ARGV[3 * i + 1]) == 1 then
-    added = added + 1
-    redis.call('HINCRBY', KEYS[3], ARGV[3 * i + 3], 1)
+  local code = -1
+  if not guarded or redis.call('SET', KEYS[4 + i], '1', 'NX', 'EX', ARGV[1]) then
+    local arrival = (last - n + 1 + i) % span
+    local score = (255 - tonumber(ARGV[3 * i + 3])) * span + arrival
+    code = redis.call('ZADD', KEYS[1], 'NX', string.format('%.0f', score), ARGV[3 * i + 2])
+    if code == 1 then redis.call('HINCRBY', KEYS[3], ARGV[3 * i + 4], 1) end
   end
+  out[#out + 1] = code
 end
-return added
+return out
 """
 _push_script: Any = None
 
 
-def push_seeds(redis: Any, tasks: list[Task]) -> int:
+def push_seeds_call(tasks: list[Task], guards: list[str] | None = None,
+                    guard_ttl: int = 0) -> tuple[list[str], list[Any]]:
+    """Keys and arguments of :data:`PUSH_SEEDS_LUA` for ``tasks`` (for callers that pipeline the call).
+
+    ``guards``, one key per task, make each push conditional: a task is pushed only when its guard key did not exist
+    (it is then set with ``guard_ttl``) — the Kafka monitor's idempotence keys, so that a redelivered request is
+    not enqueued twice, atomically with the enqueue.
+    """
+    if guards is not None and len(guards) != len(tasks):
+        raise ValueError("one guard key per task")
+    if guards and guard_ttl <= 0:
+        raise ValueError("guard keys need a positive TTL")
+    args: list[Any] = [guard_ttl]
+    for task in tasks:
+        seeds_score(task.priority, 0)  # refuse an out-of-range priority before anything is written
+        args += [task.encode(), task.priority, task.crawlid]
+    return [keys.SEEDS, keys.SEEDS_SEQUENCE, keys.PENDING_SEEDS, *(guards or [])], args
+
+
+def push_seeds(redis: Any, tasks: list[Task], guards: list[str] | None = None, guard_ttl: int = 0) -> int:
     """Put tasks into ``seeds`` in one round trip (one Lua call); returns how many were new there.
 
     Arrival numbers come from ``seeds:sequence`` (incremented in the same call) so that concurrent pushers (Kafka
@@ -122,15 +146,13 @@ def push_seeds(redis: Any, tasks: list[Task]) -> int:
     (the same member) is left where it is (``ZADD NX``): re-pushing after a crash is harmless. Each new task is
     counted in its crawl's ``pending:{seeds}`` entry in the same call, which is what lets the master tell exactly
     when a crawl has nothing left (``master.finisher``). Every key shares the hash tag ``seeds`` (Redis Cluster).
+    ``guards``: see :func:`push_seeds_call`.
     """
     global _push_script
     if not tasks:
         return 0
-    for task in tasks:  # refuse before anything is written
-        seeds_score(task.priority, 0)
+    script_keys, args = push_seeds_call(tasks, guards, guard_ttl)
     if _push_script is None:
-        _push_script = redis.register_script(_PUSH_SEEDS)
-    args: list[Any] = []
-    for task in tasks:
-        args += [task.encode(), task.priority, task.crawlid]
-    return int(_push_script(keys=[keys.SEEDS, keys.SEEDS_SEQUENCE, keys.PENDING_SEEDS], args=args, client=redis))
+        _push_script = redis.register_script(PUSH_SEEDS_LUA)
+    codes = _push_script(keys=script_keys, args=args, client=redis)
+    return sum(1 for code in codes if int(code) == 1)

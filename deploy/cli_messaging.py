@@ -1,0 +1,329 @@
+"""``crawlfleet kafka-monitor | redis-monitor | submit | info | stats | site | stop``: the messaging commands.
+
+The request commands validate locally with the same schemas as the Kafka monitor (an immediate reason for a bad
+request), send to the incoming topic and, when they expect an answer, read the outbound topic from the end offsets
+taken before sending until the answer with their uuid arrives, or ``--timeout`` passes (exit code 1).
+Human output is rich tables on stdout; ``--json`` prints the answers as JSON instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import uuid as uuidlib
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from messaging import clients
+from messaging.answers import AnswerTimeout, AnswerWaiter
+from messaging.settings import load
+from messaging.validation import CRAWL, Rejected, parse_request
+
+console = Console()
+errors = Console(stderr=True)
+DEFAULT_USER = "cli"
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def _timeout_option(function: Any) -> Any:
+    return click.option("--timeout", type=float, default=None,
+                        help="Seconds to wait for the answer (default: CRAWLFLEET_ANSWER_TIMEOUT, 30).")(function)
+
+
+def _json_option(function: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")(function)
+
+
+def _user_option(function: Any) -> Any:
+    return click.option("--userid", default=DEFAULT_USER, show_default=True, help="User id of the request.")(function)
+
+
+# --- monitors ----------------------------------------------------------------------------------------------------
+@click.command("kafka-monitor")
+def kafka_monitor() -> None:
+    """Consume crawlfleet.incoming: validate, route into Redis, reject to crawlfleet.failed (run several)."""
+    from messaging.kafka_monitor.monitor import run
+
+    settings = load()
+    _logging(settings.log_level)
+    run(settings)
+
+
+@click.command("redis-monitor")
+def redis_monitor() -> None:
+    """Answer info, stats, site-config and stop requests on crawlfleet.outbound (run several)."""
+    from messaging.redis_monitor.monitor import run
+
+    settings = load()
+    _logging(settings.log_level)
+    run(settings)
+
+
+# --- asking ------------------------------------------------------------------------------------------------------
+def ask(request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    """Validate, send, wait: the answer, or a ClickException (exit code 1) with the reason."""
+    settings = load()
+    request.setdefault("uuid", uuidlib.uuid4().hex)
+    try:
+        parse_request(request, settings.max_message_bytes)
+    except Rejected as rejection:
+        raise click.ClickException(f"invalid request: {rejection.reason}") from None
+    from messaging.kafka_monitor.monitor import topic_partitions
+
+    clients.ensure_topics(settings, topic_partitions(settings))
+    producer = clients.kafka_producer(settings)
+    try:
+        with AnswerWaiter(settings) as waiter:
+            producer.send(settings.topic_incoming, request).get(timeout=30)
+            found = waiter.wait([request["uuid"]], timeout if timeout is not None else settings.answer_timeout)
+    except AnswerTimeout as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        producer.close(timeout=10)
+    return found[request["uuid"]]
+
+
+def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, sort_keys=True))
+    elif result.get("status") in ("ok", "accepted"):
+        render(result)
+    if result.get("status") not in ("ok", "accepted"):
+        raise click.ClickException(f"{result.get('status')}: {result.get('reason', 'no reason given')}")
+
+
+@click.command("info")
+@click.argument("crawlid")
+@_user_option
+@_timeout_option
+@_json_option
+def info(crawlid: str, userid: str, timeout: float | None, as_json: bool) -> None:
+    """How far a crawl has got: pending, queued and leased tasks by domain and job, items stored."""
+    result = ask({"action": "info", "userid": userid, "crawlid": crawlid}, timeout)
+    _finish(result, as_json, _render_info)
+
+
+def _render_info(result: dict[str, Any]) -> None:
+    console.print(f"crawl [bold]{result['crawlid']}[/] ({result.get('spider_type') or '?'}, "
+                  f"{result.get('state') or 'unknown'}), owner {result.get('owner') or '?'}")
+    console.print(f"pending {result['pending']}  queued {result['queued']}  leased {result['leased']}  "
+                  f"domains {result['total_domains']}  pages {result['pages']}  items {result['items']} "
+                  f"(MongoDB: {result.get('items_in_mongodb')})  enqueued {result['enqueued']}")
+    if result["domains"]:
+        table = Table(title="domains")
+        for column in ("domain", "pending", "queued", "leased"):
+            table.add_column(column, justify="right" if column != "domain" else "left")
+        for domain, counts in result["domains"].items():
+            table.add_row(domain, str(counts["pending"]), str(counts["queued"]), str(counts["leased"]))
+        console.print(table)
+    if result["jobs"]:
+        table = Table(title="jobs")
+        for column in ("job", "queued", "leased", "domains"):
+            table.add_column(column)
+        for job, counts in result["jobs"].items():
+            table.add_row(job, str(counts["queued"]), str(counts["leased"]), ", ".join(counts["domains"]))
+        console.print(table)
+
+
+@click.command("stats")
+@click.argument("module", default="all",
+                type=click.Choice(["all", "kafka-monitor", "redis-monitor", "crawler", "master"]))
+@_user_option
+@_timeout_option
+@_json_option
+def stats(module: str, userid: str, timeout: float | None, as_json: bool) -> None:
+    """Counters per plugin and window, and alive hosts, of one module or all (seed tables 4-4 to 4-6)."""
+    result = ask({"stats": module, "userid": userid}, timeout)
+    _finish(result, as_json, _render_stats)
+
+
+def _render_stats(result: dict[str, Any]) -> None:
+    for module, data in result["modules"].items():
+        alive = ", ".join(f"{ip} ({entry['host']})" for ip, entry in data["alive"].items()) or "none"
+        extra = "".join(f"  {name} {data[name]}" for name in ("seeds", "workers", "managers") if name in data)
+        console.print(f"[bold]{module}[/]: alive on {alive}{extra}")
+        if not data["plugins"]:
+            continue
+        windows = sorted({w for counts in data["plugins"].values() for w in counts},
+                         key=lambda w: (0, int(w), "") if w.isdigit() else (1, 0, w))
+        table = Table()
+        table.add_column("plugin")
+        for window in windows:
+            table.add_column(f"{window}s" if window.isdigit() else window, justify="right")
+        for plugin, counts in data["plugins"].items():
+            table.add_row(plugin, *(str(counts.get(window, "")) for window in windows))
+        console.print(table)
+
+
+@click.group("site")
+def site() -> None:
+    """Change a site's configuration in ZooKeeper (rate limit, blacklist); workers apply it within a second."""
+
+
+def _render_site(result: dict[str, Any]) -> None:
+    config = result["site"]
+    window = f"{config['window']:g}s" if config["window"] else "the default window"
+    rate = f"rate {config['rate']} per {window}" if config["rate"] is not None else "the default rate"
+    listed = "blacklisted" if config["blacklisted"] else "not blacklisted"
+    console.print(f"{result['domain']}: {rate}, {listed} ({result['path']})")
+
+
+@site.command("rate")
+@click.argument("domain")
+@click.argument("hits", type=int, required=False)
+@click.option("--window", type=float, default=None, help="Window in seconds (default: the site's, or the default).")
+@click.option("--remove", is_flag=True, help="Remove the site's own rate (the default applies again).")
+@_user_option
+@_timeout_option
+@_json_option
+def site_rate(domain: str, hits: int | None, window: float | None, remove: bool, userid: str,
+              timeout: float | None, as_json: bool) -> None:
+    """Allow HITS requests per window on DOMAIN, cluster-wide (or --remove the site's own rate)."""
+    if remove == (hits is not None):
+        raise click.UsageError("give either HITS or --remove")
+    request: dict[str, Any] = {"action": "rate-remove" if remove else "rate", "userid": userid, "domain": domain}
+    if not remove:
+        request["rate"] = hits
+        if window is not None:
+            request["window"] = window
+    _finish(ask(request, timeout), as_json, _render_site)
+
+
+@site.command("blacklist")
+@click.argument("domain")
+@click.option("--remove", is_flag=True, help="Take the site off the blacklist.")
+@_user_option
+@_timeout_option
+@_json_option
+def site_blacklist(domain: str, remove: bool, userid: str, timeout: float | None, as_json: bool) -> None:
+    """Stop crawling DOMAIN (or --remove it from the blacklist)."""
+    request = {"action": "blacklist-remove" if remove else "blacklist", "userid": userid, "domain": domain}
+    _finish(ask(request, timeout), as_json, _render_site)
+
+
+@click.command("stop")
+@click.argument("crawlid")
+@_user_option
+@_timeout_option
+@_json_option
+def stop(crawlid: str, userid: str, timeout: float | None, as_json: bool) -> None:
+    """Stop a crawl: purge its tasks from seeds, queues and leases, and refuse its new ones."""
+    result = ask({"action": "stop", "userid": userid, "crawlid": crawlid}, timeout)
+
+    def render(answer: dict[str, Any]) -> None:
+        purged = answer["purged"]
+        console.print(f"stopped crawl {answer['crawlid']}: purged {answer['total']} tasks (seeds {purged['seeds']}, "
+                      f"queues {purged['queues']}, leases {purged['leases']})")
+
+    _finish(result, as_json, render)
+
+
+# --- submit ------------------------------------------------------------------------------------------------------
+def read_messages(text: str) -> list[Any]:
+    """One JSON object, a JSON array of them, or JSON lines; an unparsable line is kept as text (and rejected)."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    try:
+        whole = json.loads(stripped)
+    except ValueError:
+        return [_line(line) for line in stripped.splitlines() if line.strip()]
+    return whole if isinstance(whole, list) else [whole]
+
+
+def _line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return line
+
+
+@click.command("submit")
+@click.argument("source", type=click.File("r", encoding="utf-8"))
+@click.option("--wait", is_flag=True, help="Wait until the Kafka monitor accepted each request (adds a uuid).")
+@_timeout_option
+@_json_option
+def submit(source: Any, wait: bool, timeout: float | None, as_json: bool) -> None:
+    """Send requests from FILE (or - for stdin): JSON, a JSON array, or JSON lines. Exit 1 if any is rejected."""
+    settings = load()
+    outcomes: list[dict[str, Any]] = []
+    valid: list[tuple[int, dict[str, Any]]] = []
+    for number, message in enumerate(read_messages(source.read()), start=1):
+        if wait and isinstance(message, dict):
+            message.setdefault("uuid", uuidlib.uuid4().hex)
+        try:
+            request = parse_request(message if isinstance(message, dict) else str(message), settings.max_message_bytes)
+        except Rejected as rejection:
+            outcomes.append({"number": number, "status": "rejected", "reason": rejection.reason})
+            continue
+        valid.append((number, request.data))
+        outcomes.append({"number": number, "status": "sent", "kind": request.kind, "uuid": request.uuid,
+                         "crawlid": request.data.get("crawlid")})
+    if valid:
+        _send(settings, valid, outcomes, wait, timeout if timeout is not None else settings.answer_timeout)
+    _report_submit(outcomes, as_json)
+    if any(outcome["status"] not in ("sent", "accepted", "duplicate", "stored") for outcome in outcomes):
+        sys.exit(1)
+
+
+def _send(settings: Any, valid: list[tuple[int, dict[str, Any]]], outcomes: list[dict[str, Any]], wait: bool,
+          timeout: float) -> None:
+    from messaging.kafka_monitor.monitor import topic_partitions
+
+    clients.ensure_topics(settings, topic_partitions(settings))
+    producer = clients.kafka_producer(settings)
+    waiter = AnswerWaiter(settings) if wait else None
+    try:
+        for _, request in valid:
+            producer.send(settings.topic_incoming, request)
+        producer.flush(timeout=60)
+        if waiter is None:
+            return
+        # Only crawl requests and rejections are answered by the Kafka monitor itself; the other kinds are
+        # answered later by the Redis monitor, which --wait also accepts as "stored".
+        wanted = [request["uuid"] for _, request in valid]
+        try:
+            found = waiter.wait(wanted, timeout)
+        except AnswerTimeout as exc:
+            found = exc.found
+        by_number = {outcome["number"]: outcome for outcome in outcomes}
+        for number, request in valid:
+            answer = found.get(request["uuid"])
+            outcome = by_number[number]
+            if answer is None:
+                outcome["status"] = "no answer"
+            elif answer.get("kind") != CRAWL and answer.get("status") == "ok":
+                outcome["status"] = "stored"
+            else:
+                outcome["status"] = answer.get("status")
+                if answer.get("reason"):
+                    outcome["reason"] = answer["reason"]
+    finally:
+        producer.close(timeout=10)
+        if waiter is not None:
+            waiter.close()
+
+
+def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        for outcome in outcomes:
+            click.echo(json.dumps(outcome, ensure_ascii=False, sort_keys=True))
+        return
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
+        if outcome["status"] not in ("sent", "accepted", "stored"):
+            errors.print(f"request {outcome['number']}: {outcome['status']}: {outcome.get('reason', '')}")
+    console.print(", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no requests")
+
+
+COMMANDS = (kafka_monitor, redis_monitor, submit, info, stats, site, stop)

@@ -1,0 +1,254 @@
+"""The Kafka monitor's loop: poll, validate, let the plugin chain write to Redis, report rejections, commit.
+
+Per poll (up to CRAWLFLEET_KAFKA_MONITOR_BATCH records): every record is decoded, recognised and validated; the
+valid ones pass through the plugin chain (CRAWLFLEET_KAFKA_MONITOR_PLUGINS, in order); the batch's Redis writes are
+done in a few round trips; rejections go to the failed topic (the original, truncated, with the reason) and, when the
+request carried a ``uuid``, an answer goes to the outbound topic; the producer is flushed; then the offsets are
+committed. When anything before the commit fails (Redis or Kafka unreachable), the consumer seeks back to the batch's
+first offsets and tries again after a pause, so a request is never skipped; the idempotence keys make the retry
+harmless.
+
+Back-pressure: while ``seeds`` holds more than CRAWLFLEET_SEEDS_HIGH_WATER tasks the monitor pauses its partitions
+(``KafkaConsumer.pause``: it stays in the group, fetches nothing) and resumes below CRAWLFLEET_SEEDS_LOW_WATER.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from kafka import ConsumerRebalanceListener
+from kafka.errors import CommitFailedError
+
+from messaging import clients, keys
+from messaging.answers import answer_for, failed_record
+from messaging.identity import worker_ip
+from messaging.kafka_monitor.batch import DUPLICATE, REJECTED, Batch, Incoming
+from messaging.kafka_monitor.plugins import Plugin
+from messaging.metrics import serve_metrics
+from messaging.settings import Settings
+from messaging.stats import Heartbeat, Stats
+from messaging.validation import Rejected, parse_request
+
+MODULE = "kafka-monitor"
+RETRY_PAUSE = 2.0
+WATER_CHECK_INTERVAL = 0.5
+logger = logging.getLogger("crawlfleet.kafka_monitor")
+
+
+def load_plugins(paths: Iterable[str] | str) -> list[Any]:
+    """Instantiate plugin classes from dotted paths (``package.module.Class``), in order."""
+    if isinstance(paths, str):
+        paths = [path.strip() for path in paths.split(",") if path.strip()]
+    plugins = []
+    for path in paths:
+        module_name, _, class_name = path.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ValueError(f"cannot load plugin {path!r}: {exc}") from exc
+        plugins.append(cls())
+    if not plugins:
+        raise ValueError("the plugin chain is empty")
+    return plugins
+
+
+def topic_partitions(settings: Settings) -> dict[str, int]:
+    count = max(4, settings.incoming_partitions)
+    return {settings.topic_incoming: count, settings.topic_outbound: count, settings.topic_failed: count}
+
+
+class _Assignment(ConsumerRebalanceListener):
+    def __init__(self, monitor: KafkaMonitor) -> None:
+        self.monitor = monitor
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        logger.info("kafka-monitor: partitions revoked: %s", _names(revoked))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        logger.info("kafka-monitor: partitions assigned: %s", _names(assigned))
+        self.monitor.assigned = set(assigned)
+        if self.monitor.paused and assigned:
+            self.monitor.consumer.pause(*assigned)
+
+
+def _names(partitions: Any) -> str:
+    return ", ".join(sorted(f"{tp.topic}[{tp.partition}]" for tp in partitions)) or "none"
+
+
+class KafkaMonitor:
+    def __init__(self, settings: Settings, redis: Any = None, plugins: list[Plugin] | None = None) -> None:
+        self.settings = settings
+        self.redis = redis if redis is not None else clients.redis_client(settings)
+        self.plugins = plugins if plugins is not None else load_plugins(settings.kafka_monitor_plugins)
+        self.stats = Stats(self.redis, MODULE)
+        self.consumer: Any = None
+        self.producer: Any = None
+        self.assigned: set[Any] = set()
+        self.paused = False
+        self._stop = threading.Event()
+        self._last_water_check = 0.0
+
+    # --- lifecycle -----------------------------------------------------------------------------------------------
+    def connect(self) -> None:
+        clients.ensure_topics(self.settings, topic_partitions(self.settings))
+        self.producer = clients.kafka_producer(self.settings)
+        self.consumer = clients.kafka_consumer(
+            self.settings, group_id=self.settings.kafka_group, max_poll_records=self.settings.kafka_monitor_batch,
+            max_partition_fetch_bytes=max(1 << 20, self.settings.max_message_bytes * 2), fetch_max_bytes=64 << 20)
+        self.consumer.subscribe([self.settings.topic_incoming], listener=_Assignment(self))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close(autocommit=False)
+        if self.producer is not None:
+            self.producer.close(timeout=10)
+
+    def run(self) -> None:
+        """Consume until :meth:`stop`; every failure before a commit is retried from the batch's first offsets."""
+        while not self._stop.is_set():
+            self.check_water()
+            records = self.consumer.poll(timeout_ms=500)
+            if not records:
+                continue
+            try:
+                self.process(records)
+            except Exception as exc:  # Redis or Kafka unreachable: retry the batch, never skip it
+                self._rewind(records, exc)
+
+    def _rewind(self, records: dict[Any, list[Any]], exc: BaseException) -> None:
+        logger.error("kafka-monitor: batch failed (%s: %s); retrying it in %.0fs", type(exc).__name__, exc,
+                     RETRY_PAUSE)
+        for tp, batch in records.items():
+            if batch and tp in self.consumer.assignment():
+                self.consumer.seek(tp, batch[0].offset)
+        self._stop.wait(RETRY_PAUSE)
+
+    # --- back-pressure -------------------------------------------------------------------------------------------
+    def check_water(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_water_check < WATER_CHECK_INTERVAL:
+            return
+        self._last_water_check = now
+        try:
+            size = int(self.redis.zcard(keys.SEEDS))
+        except Exception as exc:  # Redis away: the batch write will fail and be retried anyway
+            logger.warning("kafka-monitor: cannot read the size of seeds: %s", exc)
+            return
+        partitions = list(self.consumer.assignment())
+        if not self.paused and size > self.settings.seeds_high_water:
+            self.paused = True
+            if partitions:
+                self.consumer.pause(*partitions)
+            logger.warning("kafka-monitor: paused consuming: seeds holds %d tasks, above the high-water mark %d",
+                           size, self.settings.seeds_high_water)
+        elif self.paused and size < self.settings.seeds_low_water:
+            self.paused = False
+            if partitions:
+                self.consumer.resume(*partitions)
+            logger.warning("kafka-monitor: resumed consuming: seeds holds %d tasks, below the low-water mark %d",
+                           size, self.settings.seeds_low_water)
+
+    # --- one batch -----------------------------------------------------------------------------------------------
+    def process(self, records: dict[Any, list[Any]]) -> list[Incoming]:
+        incoming = [Incoming(r.topic, r.partition, r.offset, r.value or b"") for batch in records.values()
+                    for r in batch]
+        max_bytes = self.settings.max_message_bytes
+        for item in incoming:
+            try:
+                item.request = parse_request(item.raw, max_bytes)
+            except Rejected as rejection:
+                item.rejection, item.outcome = rejection, REJECTED
+            except Exception as exc:  # a bug must not turn one message into a poison pill that blocks its partition
+                logger.exception("kafka-monitor: cannot read %s[%d]@%d", item.topic, item.partition, item.offset)
+                item.rejection, item.outcome = Rejected("$", f"unreadable message ({type(exc).__name__})"), REJECTED
+        batch = Batch(self.redis, self.settings.intake_dedup_ttl, self.settings.request_ttl)
+        for plugin in self.plugins:
+            mine = [item for item in incoming if item.request and not item.rejection and item.kind in plugin.kinds]
+            if not mine:
+                continue
+            plugin.prepare(mine, batch)
+            for item in mine:
+                item.plugin = plugin.name
+                try:
+                    plugin.handle(item, batch)
+                except Rejected as rejection:
+                    item.rejection, item.outcome = rejection, REJECTED
+                except Exception as exc:  # a plugin's bug rejects this request instead of blocking the partition
+                    logger.exception("kafka-monitor: plugin %s failed on %s[%d]@%d", plugin.name, item.topic,
+                                     item.partition, item.offset)
+                    item.rejection = Rejected("$", f"plugin {plugin.name} failed: {type(exc).__name__}: {exc}")
+                    item.outcome = REJECTED
+        written = batch.write()
+        self._report(incoming)
+        self._commit()
+        self._count(written, incoming)
+        return incoming
+
+    def _report(self, incoming: list[Incoming]) -> None:
+        futures = []
+        rejected = 0
+        for item in incoming:
+            if item.rejection is not None:
+                rejected += 1
+                futures.append(self.producer.send(self.settings.topic_failed, failed_record(item)))
+                logger.debug("kafka-monitor: rejected %s[%d]@%d: %s", item.topic, item.partition, item.offset,
+                             item.rejection.reason)
+            answer = answer_for(item)
+            if answer is not None:
+                futures.append(self.producer.send(self.settings.topic_outbound, answer, key=answer["uuid"]))
+        self.producer.flush(timeout=30)
+        for future in futures:
+            if future.failed():
+                raise future.exception
+        if rejected:
+            logger.info("kafka-monitor: rejected %d of %d requests (reasons on %s)", rejected, len(incoming),
+                        self.settings.topic_failed)
+
+    def _commit(self) -> None:
+        try:
+            self.consumer.commit()
+        except CommitFailedError as exc:
+            # The group rebalanced meanwhile: the new owner gets these records again and the idempotence keys
+            # turn them into duplicates.
+            logger.warning("kafka-monitor: commit failed after a rebalance (records will be redelivered): %s", exc)
+
+    def _count(self, written: Counter[str], incoming: list[Incoming]) -> None:
+        counts = Counter(written)
+        counts["rejected"] = sum(1 for item in incoming if item.outcome == REJECTED)
+        counts["duplicate"] = sum(1 for item in incoming if item.outcome == DUPLICATE)
+        for plugin, count in counts.items():
+            if count:
+                try:
+                    self.stats.incr(plugin, count)
+                except Exception:  # counting must never fail a batch that is already committed
+                    logger.exception("kafka-monitor: could not count %s", plugin)
+
+
+def run(settings: Settings) -> None:
+    """``crawlfleet kafka-monitor``: run until SIGTERM/SIGINT, with heartbeat and /metrics."""
+    monitor = KafkaMonitor(settings)
+    endpoint = serve_metrics(settings, MODULE)
+    heartbeat = Heartbeat(monitor.stats, worker_ip(settings), extra=[lambda: endpoint.register(monitor.redis)])
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: monitor.stop())
+    monitor.connect()
+    heartbeat.start()
+    logger.info("kafka-monitor: consuming %s as group %s (plugins: %s; metrics %s)", settings.topic_incoming,
+                settings.kafka_group, ", ".join(plugin.name for plugin in monitor.plugins), endpoint.url)
+    try:
+        monitor.run()
+    finally:
+        heartbeat.stop()
+        monitor.close()
+        endpoint.close()
+        logger.info("kafka-monitor: stopped")

@@ -1,0 +1,135 @@
+"""The Redis monitor's loop: find request keys, lock each, answer it on Kafka, then delete it.
+
+Several monitors may run: a key is handled by the one that sets its lock (``SET lock:<key> <token> NX EX``,
+CRAWLFLEET_MONITOR_LOCK_TTL). The answer is produced and acknowledged by Kafka before the request key is deleted,
+so a monitor that dies mid-way leaves the key for another one once the lock expires (the client may then get the
+answer twice; it takes the first). A plugin that raises produces an ``error`` answer with the reason, and the
+request is done: a client can retry, and a request that can never succeed does not loop forever.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import uuid as uuidlib
+from typing import Any
+
+from messaging import clients, keys
+from messaging.answers import ERROR, OK, answer
+from messaging.identity import worker_ip
+from messaging.kafka_monitor.monitor import load_plugins
+from messaging.metrics import serve_metrics
+from messaging.redis_monitor.plugins import Context, Plugin
+from messaging.settings import Settings
+from messaging.stats import Heartbeat, Stats
+
+MODULE = "redis-monitor"
+SCAN_COUNT = 1000
+logger = logging.getLogger("crawlfleet.redis_monitor")
+
+# KEYS[1]: the lock. ARGV[1]: our token. Deletes the lock only while it is still ours.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisMonitor:
+    def __init__(self, settings: Settings, redis: Any = None, producer: Any = None,
+                 plugins: list[Plugin] | None = None) -> None:
+        self.settings = settings
+        self.redis = redis if redis is not None else clients.redis_client(settings)
+        self.producer = producer
+        self.plugins: list[Plugin] = plugins if plugins is not None else load_plugins(settings.redis_monitor_plugins)
+        self.stats = Stats(self.redis, MODULE)
+        self.context = Context(self.redis, settings)
+        self.token = uuidlib.uuid4().hex
+        self._release = self.redis.register_script(_RELEASE)
+        self._stop = threading.Event()
+
+    def connect(self) -> None:
+        if self.producer is None:
+            self.producer = clients.kafka_producer(self.settings)
+        if any(plugin.kind == "site" for plugin in self.plugins):
+            self.context.zk()  # connect now: the first site change should not wait for a ZooKeeper session
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        self.context.close()
+        if self.producer is not None:
+            self.producer.close(timeout=10)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                handled = self.run_once()
+            except Exception:  # Redis or Kafka away: keep going, the keys stay until handled
+                logger.exception("redis-monitor: scan failed")
+                handled = 0
+            if not handled:
+                self._stop.wait(self.settings.redis_monitor_interval)
+
+    def run_once(self) -> int:
+        """One pass over every plugin's keys; returns how many requests were answered."""
+        handled = 0
+        for plugin in self.plugins:
+            for raw in self.redis.scan_iter(match=plugin.pattern, count=SCAN_COUNT):
+                if self._stop.is_set():
+                    return handled
+                handled += self.handle_key(plugin, raw.decode() if isinstance(raw, bytes) else raw)
+        return handled
+
+    def handle_key(self, plugin: Plugin, key: str) -> int:
+        lock = keys.monitor_lock(key)
+        if not self.redis.set(lock, self.token, nx=True, ex=self.settings.monitor_lock_ttl):
+            return 0  # another monitor has it
+        try:
+            raw = self.redis.get(key)
+            if raw is None:
+                return 0  # answered and deleted by another monitor between our SCAN and our lock
+            try:
+                request = json.loads(raw)
+            except ValueError:
+                request = {}
+            result = self._answer(plugin, key, request)
+            if result.get("uuid"):
+                self.producer.send(self.settings.topic_outbound, result, key=result["uuid"]).get(timeout=30)
+            self.redis.delete(key)
+            self.stats.incr(plugin.name)
+            if result["status"] == ERROR:
+                self.stats.incr("errors")
+            logger.info("redis-monitor: %s answered %s (%s)", plugin.name, key, result["status"])
+            return 1
+        finally:
+            self._release(keys=[lock], args=[self.token])
+
+    def _answer(self, plugin: Plugin, key: str, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return answer(request, plugin.kind, OK, **plugin.handle(key, request, self.context))
+        except Exception as exc:
+            logger.exception("redis-monitor: %s failed on %s", plugin.name, key)
+            return answer(request, plugin.kind, ERROR, reason=f"{type(exc).__name__}: {exc}")
+
+
+def run(settings: Settings) -> None:
+    """``crawlfleet redis-monitor``: run until SIGTERM/SIGINT, with heartbeat and /metrics."""
+    monitor = RedisMonitor(settings)
+    endpoint = serve_metrics(settings, MODULE)
+    heartbeat = Heartbeat(monitor.stats, worker_ip(settings), extra=[lambda: endpoint.register(monitor.redis)])
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: monitor.stop())
+    monitor.connect()
+    heartbeat.start()
+    logger.info("redis-monitor: watching %s (metrics %s)", ", ".join(p.pattern for p in monitor.plugins),
+                endpoint.url)
+    try:
+        monitor.run()
+    finally:
+        heartbeat.stop()
+        monitor.close()
+        endpoint.close()
+        logger.info("redis-monitor: stopped")

@@ -1,0 +1,51 @@
+"""Plugins of the Redis monitor: each owns a key pattern and turns one request into an answer.
+
+:meth:`Plugin.handle` gets the request (the JSON the Kafka monitor stored) and a :class:`Context` with the
+connections, and returns the answer's fields; raising an exception makes an ``error`` answer with its message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from messaging import clients
+from messaging.settings import Settings
+
+
+@dataclass
+class Context:
+    """What the plugins use: Redis, the settings, and ZooKeeper/MongoDB clients opened on first use."""
+
+    redis: Any
+    settings: Settings
+    _zk: Any = field(default=None, repr=False)
+    _mongo: Any = field(default=None, repr=False)
+
+    def zk(self) -> Any:
+        if self._zk is None:
+            self._zk = clients.zk_client(self.settings)
+        return self._zk
+
+    def mongo(self) -> Any:
+        if self._mongo is None:
+            self._mongo = clients.mongo_client(self.settings, serverSelectionTimeoutMS=2000)
+        return self._mongo[self.settings.mongo_db]
+
+    def close(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+        if self._mongo is not None:
+            self._mongo.close()
+
+
+class Plugin:
+    """Base class: ``name`` (its counter, ``stats:redis-monitor:<name>:<window>``), ``kind`` and ``pattern``."""
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    pattern: ClassVar[str] = ""  # SCAN MATCH pattern, from messaging.keys
+
+    def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
+        raise NotImplementedError

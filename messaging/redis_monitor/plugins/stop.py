@@ -1,0 +1,52 @@
+"""Stop plugin: purge a crawl's tasks from ``seeds``, every queue and every lease, and refuse its new tasks.
+
+The crawl is marked stopped first (``crawl:<id>`` state, kept for CRAWLFLEET_CRAWL_TTL), so that from then on the
+Kafka monitor refuses its requests and workers and the dispatcher drop its tasks; then the tasks already waiting are
+removed by value (ZSCAN + ZREM in batches: a task a worker pops meanwhile is simply not there to remove, and the worker
+sees the stopped state). The answer says how many were purged where.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from messaging import keys
+from messaging.clock import RedisClock
+from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
+from messaging.redis_monitor.plugins import Context, Plugin
+from messaging.tasks import CrawlFields, CrawlState
+
+REMOVE_CHUNK = 500
+
+
+def stop_crawl(redis: Any, crawlid: str, ttl: int) -> dict[str, int]:
+    """Mark the crawl stopped, then remove its tasks; returns how many left seeds, queues and leases."""
+    crawl = keys.crawl(crawlid)
+    pipe = redis.pipeline(transaction=False)
+    pipe.hset(crawl, mapping={CrawlFields.STATE: CrawlState.STOPPED,
+                              CrawlFields.FINISHED: int(RedisClock(redis).now())})
+    pipe.expire(crawl, ttl)
+    pipe.execute()
+    purged = {SEEDS: 0, QUEUE: 0, INFLIGHT: 0}
+    for key, where in task_keys(redis):
+        chunk: list[bytes] = []
+        for member, _ in crawl_members(redis, key, crawlid):
+            chunk.append(member)
+            if len(chunk) >= REMOVE_CHUNK:
+                purged[where] += int(redis.zrem(key, *chunk))
+                chunk = []
+        if chunk:
+            purged[where] += int(redis.zrem(key, *chunk))
+    return purged
+
+
+class StopPlugin(Plugin):
+    name = "stop"
+    kind = "stop"
+    pattern = keys.STOP_REQUESTS
+
+    def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
+        crawlid = request["crawlid"]
+        purged = stop_crawl(context.redis, crawlid, context.settings.crawl_ttl)
+        return {"crawlid": crawlid, "state": CrawlState.STOPPED, "purged": {
+            "seeds": purged[SEEDS], "queues": purged[QUEUE], "leases": purged[INFLIGHT]}, "total": sum(purged.values())}

@@ -1,0 +1,1 @@
+"""JSON Schemas of crawlfleet's requests and rules (data files; loaded by messaging.validation)."""

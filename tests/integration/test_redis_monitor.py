@@ -1,0 +1,180 @@
+"""The Redis monitor on real Redis (single and Cluster), Kafka and ZooKeeper: info, stats, site config, stop, locks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from messaging import clients, keys
+from messaging.answers import AnswerWaiter
+from messaging.kafka_monitor.monitor import topic_partitions
+from messaging.redis_monitor.monitor import RedisMonitor
+from messaging.redis_monitor.plugins import Plugin
+from messaging.siteconfig import SitePaths, read_site
+from messaging.stats import Stats
+from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds, queue_score
+from messaging.validation import canonical_json
+
+pytestmark = pytest.mark.integration
+
+
+def task(url: str, crawlid: str = "big") -> Task:
+    return Task(url=url, crawlid=crawlid, spider_type="list", userid="alice")
+
+
+def populate(redis: Any) -> None:
+    """Crawl "big": 3 tasks in seeds (2 domains), 2 queued at job-1, 1 leased at job-2; crawl "small" alongside."""
+    push_seeds(redis, [task("http://a.example.com/1"), task("http://www.a.example.com/2"),
+                       task("http://b.example.org/3"), task("http://a.example.com/9", "small")])
+    redis.zadd(keys.queue("job-1", "example.com"), {task("http://a.example.com/4").encode(): queue_score(100),
+                                                     task("http://a.example.com/5").encode(): queue_score(100),
+                                                     task("http://a.example.com/6", "small").encode(): 1})
+    redis.zadd(keys.inflight("job-2", "example.org"), {task("http://b.example.org/7").encode(): 2e9})
+    redis.zadd(keys.queue("job-2", "example.org"), {'{"crawlid":"big", not a task': 1})
+    redis.hset(keys.crawl("big"), mapping={CrawlFields.STATE: CrawlState.RUNNING, CrawlFields.USERID: "alice",
+                                           CrawlFields.SPIDER_TYPE: "list", CrawlFields.ITEMS: 5,
+                                           CrawlFields.PAGES: 7, CrawlFields.ENQUEUED: 12})
+
+
+def leave_request(redis: Any, key: str, request: dict[str, Any]) -> None:
+    redis.set(key, canonical_json(request))  # as the Kafka monitor stores it
+
+
+@pytest.fixture
+def monitor(cf: Any) -> Any:
+    clients.ensure_topics(cf.settings, topic_partitions(cf.settings))
+    monitors: list[RedisMonitor] = []
+
+    def make(isolated: Any = cf, plugins: list[Plugin] | None = None) -> RedisMonitor:
+        created = RedisMonitor(isolated.settings, redis=isolated.redis(), plugins=plugins)
+        created.connect()
+        monitors.append(created)
+        return created
+
+    yield make
+    for created in monitors:
+        created.close()
+
+
+def ask(cf: Any, monitor: RedisMonitor, key: str, request: dict[str, Any]) -> dict[str, Any]:
+    with AnswerWaiter(cf.settings) as waiter:
+        leave_request(monitor.redis, key, request)
+        assert monitor.run_once() == 1
+        answer = waiter.wait([request["uuid"]], 20)[request["uuid"]]
+    assert not monitor.redis.exists(key), "the request key is deleted once answered"
+    assert not monitor.redis.exists(keys.monitor_lock(key)), "the lock is released"
+    return answer
+
+
+@pytest.mark.parametrize("cluster", [False, pytest.param(True, marks=pytest.mark.cluster)])
+def test_info_counts_a_crawls_tasks_everywhere(cf, monitor, request, cluster):
+    isolated = request.getfixturevalue("cf_cluster") if cluster else cf
+    running = monitor(isolated)
+    populate(running.redis)
+    info = {"action": "info", "userid": "alice", "crawlid": "big", "uuid": "i-1"}
+    answer = ask(isolated, running, keys.info_request("alice", "big", "i-1"), info)
+    assert answer["status"] == "ok" and answer["kind"] == "info" and answer["userid"] == "alice"
+    assert (answer["pending"], answer["queued"], answer["leased"]) == (3, 2, 1)
+    assert answer["total_domains"] == 2
+    assert answer["domains"] == {"example.com": {"pending": 2, "queued": 2, "leased": 0},
+                                 "example.org": {"pending": 1, "queued": 0, "leased": 1}}
+    assert answer["jobs"] == {"job-1": {"queued": 2, "leased": 0, "domains": ["example.com"]},
+                              "job-2": {"queued": 0, "leased": 1, "domains": ["example.org"]}}
+    assert (answer["state"], answer["items"], answer["pages"], answer["enqueued"]) == ("running", 5, 7, 12)
+    assert answer["items_in_mongodb"] == 0
+    assert Stats(running.redis, "redis-monitor").value("info", "lifetime") == 1
+
+
+@pytest.mark.parametrize("cluster", [False, pytest.param(True, marks=pytest.mark.cluster)])
+def test_stop_purges_the_crawl_and_marks_it_stopped(cf, monitor, request, cluster):
+    isolated = request.getfixturevalue("cf_cluster") if cluster else cf
+    running = monitor(isolated)
+    redis = running.redis
+    populate(redis)
+    stop = {"action": "stop", "userid": "alice", "crawlid": "big", "uuid": "s-1"}
+    answer = ask(isolated, running, keys.stop_request("alice", "big", "s-1"), stop)
+    assert answer["status"] == "ok"
+    assert answer["purged"] == {"seeds": 3, "queues": 2, "leases": 1} and answer["total"] == 6
+    assert redis.hget(keys.crawl("big"), CrawlFields.STATE) == b"stopped"
+    assert 0 < redis.ttl(keys.crawl("big")) <= isolated.settings.crawl_ttl
+    remaining = [Task.decode(member).crawlid for member in redis.zrange(keys.SEEDS, 0, -1)]
+    assert remaining == ["small"]
+    assert redis.zcard(keys.queue("job-1", "example.com")) == 1  # the other crawl's task stays
+    assert redis.zcard(keys.inflight("job-2", "example.org")) == 0
+
+
+def test_site_changes_go_to_zookeeper_with_compare_and_set(cf, monitor):
+    running = monitor()
+    zk = cf.zk()
+    paths = SitePaths(cf.settings.zk_root)
+    rate = {"action": "rate", "userid": "alice", "domain": "www.Example.co.uk", "rate": 4, "window": 30, "uuid": "r1"}
+    answer = ask(cf, running, keys.zk_request("rate", "www.example.co.uk", "alice", "r1"), rate)
+    assert answer["domain"] == "example.co.uk" and answer["path"] == paths.site("example.co.uk")
+    listed = {"action": "blacklist", "userid": "alice", "domain": "example.co.uk", "uuid": "b1"}
+    ask(cf, running, keys.zk_request("blacklist", "example.co.uk", "alice", "b1"), listed)
+    config = read_site(zk, paths, "example.co.uk")
+    assert (config.rate, config.window, config.blacklisted) == (4, 30.0, True)  # neither change lost the other
+    assert json.loads(zk.get(paths.site("example.co.uk"))[0]) == {"rate": 4, "window": 30.0, "blacklisted": True}
+    removed = {"action": "rate-remove", "userid": "alice", "domain": "example.co.uk", "uuid": "r2"}
+    answer = ask(cf, running, keys.zk_request("rate-remove", "example.co.uk", "alice", "r2"), removed)
+    assert answer["site"] == {"rate": None, "window": None, "blacklisted": True}
+    unlisted = {"action": "blacklist-remove", "userid": "alice", "domain": "example.co.uk", "uuid": "b2"}
+    ask(cf, running, keys.zk_request("blacklist-remove", "example.co.uk", "alice", "b2"), unlisted)
+    assert not read_site(zk, paths, "example.co.uk").blacklisted
+
+
+def test_stats_report_counters_alive_hosts_and_crawler_statuses(cf, monitor):
+    running = monitor()
+    redis = running.redis
+    kafka = Stats(redis, "kafka-monitor")
+    kafka.incr("crawl", 3)
+    kafka.heartbeat("10.1.2.3")
+    crawler = Stats(redis, "crawler")
+    crawler.incr("list:200", 2)
+    crawler.incr("universal:200", 1)
+    crawler.incr("list:404")
+    push_seeds(redis, [task("http://a.example.com/1")])
+    request = {"stats": "all", "userid": "alice", "uuid": "st-1"}
+    answer = ask(cf, running, keys.stats_request("alice", "all", "st-1"), request)
+    modules = answer["modules"]
+    assert set(modules) >= {"kafka-monitor", "redis-monitor", "crawler", "master"}
+    assert modules["kafka-monitor"]["plugins"]["crawl"]["60"] == 3
+    assert modules["kafka-monitor"]["plugins"]["crawl"]["lifetime"] == 3
+    assert modules["kafka-monitor"]["alive"]["10.1.2.3"]["expires_in"] > 0
+    spider_types = modules["crawler"]["spider_types"]
+    assert spider_types["list"]["200"]["60"] == 2 and spider_types["list"]["404"]["300"] == 1
+    assert spider_types["all"]["200"]["60"] == 3  # summed over spider types (seed table 4-6)
+    assert modules["master"]["seeds"] == 1
+    only = ask(cf, running, keys.stats_request("alice", "crawler", "st-2"),
+               {"stats": "crawler", "userid": "alice", "uuid": "st-2"})
+    assert list(only["modules"]) == ["crawler"]
+
+
+def test_one_monitor_per_key_and_the_key_stays_until_answered(cf, monitor):
+    first, second = monitor(), monitor()
+    key = keys.stats_request("alice", "master", "l-1")
+    leave_request(first.redis, key, {"stats": "master", "userid": "alice", "uuid": "l-1"})
+    first.redis.set(keys.monitor_lock(key), second.token, ex=60)  # the second monitor is handling it
+    assert first.run_once() == 0
+    assert first.redis.exists(key)
+    first.redis.delete(keys.monitor_lock(key))
+    with AnswerWaiter(cf.settings) as waiter:
+        assert first.run_once() == 1
+        assert waiter.wait(["l-1"], 20)["l-1"]["status"] == "ok"
+    assert second.run_once() == 0 and not first.redis.exists(key)
+
+
+def test_a_failing_plugin_answers_with_an_error(cf, monitor):
+    class Broken(Plugin):
+        name, kind, pattern = "broken", "info", keys.INFO_REQUESTS
+
+        def handle(self, key: str, request: dict[str, Any], context: Any) -> dict[str, Any]:
+            raise RuntimeError("the disk is on fire")
+
+    running = monitor(plugins=[Broken()])
+    answer = ask(cf, running, keys.info_request("alice", "x", "e-1"),
+                 {"action": "info", "userid": "alice", "crawlid": "x", "uuid": "e-1"})
+    assert answer["status"] == "error" and "the disk is on fire" in answer["reason"]
+    assert Stats(running.redis, "redis-monitor").value("errors", "lifetime") == 1
