@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -43,21 +42,22 @@ def test_standby_takes_over_after_kill_9_without_losing_or_duplicating_a_task(cf
 
     beats = threading.Thread(target=heartbeat, daemon=True)
     beats.start()
-    # small batches: the leader is still moving tasks when it is killed
-    env = cf.with_env(CRAWLFLEET_DISPATCH_BATCH="7", CRAWLFLEET_DISPATCH_INITIAL_RATE="100000",
-                      CRAWLFLEET_HEARTBEAT_TTL="60")
+    # Small batches, so that the leader is likely moving tasks when it is killed (the exact crash points are
+    # covered in-process by test_dispatcher). The first master's capacity bound (1.2 x 750/min x 2 min per worker,
+    # 3,600 in all) leaves tasks in seeds whatever the timing; the standby is configured to take every task.
+    env = cf.with_env(CRAWLFLEET_DISPATCH_BATCH="7", CRAWLFLEET_HEARTBEAT_TTL="60",
+                      CRAWLFLEET_DISPATCH_HEADROOM="1.2", CRAWLFLEET_DISPATCH_BACKLOG_MINUTES="2")
     try:
-        first = procs.crawlfleet("master", "--id", "first", env=env)
+        first = procs.crawlfleet("master", "--id", "first", env={**env, "CRAWLFLEET_DISPATCH_INITIAL_RATE": "750"})
         procs.wait_log(first, "leading the dispatch with epoch 1", timeout=30)
-        second = procs.crawlfleet("master", "--id", "second", env=env)
+        second = procs.crawlfleet("master", "--id", "second",
+                                  env={**env, "CRAWLFLEET_DISPATCH_INITIAL_RATE": "100000"})
         procs.wait_log(second, "standing by", timeout=30)
         wait_for(lambda: redis.zcard(keys.SEEDS) < TASKS - 200, 30, "the first master to dispatch")
         kill_hard(first.pid)
-        killed = time.monotonic()
         assert redis.zcard(keys.SEEDS) > 0, "the first master finished before it was killed: the test proved nothing"
+        # the requirement: the standby leads within 10 s of the kill (bounded wait)
         procs.wait_log(second, "leading the dispatch with epoch 2", timeout=10)
-        takeover = time.monotonic() - killed
-        assert takeover <= 10
         wait_for(lambda: redis.zcard(keys.SEEDS) == 0, 30, "the second master to dispatch the rest")
         wait_for(lambda: not redis.smembers(keys.MASTER_STAGING_EPOCHS), 10, "the staging areas to be settled")
     finally:
