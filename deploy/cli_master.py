@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-import signal
-import sys
-import threading
-from typing import Any
-
 import click
 
+from messaging.service import run_service, setup_logging
 from messaging.settings import load
 
 
@@ -19,19 +14,9 @@ from messaging.settings import load
 def master(identifier: str | None) -> None:
     """Dispatch tasks from seeds to the workers (weighted round robin with feedback), detect worker leaves,
     announce finished crawls. Several may run: a ZooKeeper election picks the one that dispatches."""
-    from master.service import MasterService
+    from master.service import STATS_MODULE, MasterService
 
     settings = load()
-    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLogger().level))
-    logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
+    setup_logging(settings.log_level)
     service = MasterService(settings, identifier)
-
-    def stop(signum: int, frame: Any) -> None:
-        logging.getLogger(__name__).info("signal %d: stopping", signum)
-        threading.Thread(target=service.stop, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    service.run()
+    run_service(service, settings, STATS_MODULE, lambda url: f"master {service.identifier}: running (metrics {url})")

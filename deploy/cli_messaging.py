@@ -9,7 +9,6 @@ Human output is rich tables on stdout; ``--json`` prints the answers as JSON ins
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import uuid as uuidlib
 from typing import Any
@@ -20,18 +19,13 @@ from rich.table import Table
 
 from messaging import clients
 from messaging.answers import AnswerTimeout, AnswerWaiter
+from messaging.service import setup_logging
 from messaging.settings import load
 from messaging.validation import CRAWL, Rejected, parse_request
 
 console = Console()
 errors = Console(stderr=True)
 DEFAULT_USER = "cli"
-
-
-def _logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
-    logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 def _timeout_option(function: Any) -> Any:
@@ -54,7 +48,7 @@ def kafka_monitor() -> None:
     from messaging.kafka_monitor.monitor import run
 
     settings = load()
-    _logging(settings.log_level)
+    setup_logging(settings.log_level)
     run(settings)
 
 
@@ -64,7 +58,7 @@ def redis_monitor() -> None:
     from messaging.redis_monitor.monitor import run
 
     settings = load()
-    _logging(settings.log_level)
+    setup_logging(settings.log_level)
     run(settings)
 
 

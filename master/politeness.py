@@ -30,7 +30,7 @@ from typing import Any
 from master.config_watch import SiteRates
 from master.robots_cache import RobotsCache
 from messaging import keys
-from messaging.clock import RedisClock
+from messaging.clock import LUA_NOW_MICROSECONDS, RedisClock
 from messaging.domains import domain_of
 from messaging.siteconfig import Rate
 from messaging.tasks import Task
@@ -84,8 +84,12 @@ class TakeResult:
         return self.lease.task if self.lease else None
 
 
+TIMED_SCRIPTS = frozenset({"take", "renew", "requeue", "block"})
+
+
 def _script(redis: Any, name: str) -> Any:
-    return redis.register_script((LUA / f"{name}.lua").read_text())
+    source = (LUA / f"{name}.lua").read_text()
+    return redis.register_script(LUA_NOW_MICROSECONDS + source if name in TIMED_SCRIPTS else source)
 
 
 def _now_arg(now: float | None) -> str:

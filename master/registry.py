@@ -38,17 +38,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from messaging import keys
-from messaging.clock import Clock, RedisClock
+from messaging.clock import LUA_NOW_SECONDS, Clock, RedisClock
 from messaging.tasks import Task
 
 RETIRED_KEEP_SECONDS = 7 * 86400  # a retired job id stays fenced this long (job ids are never reused)
 
-_NOW = """
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
+_NOW = LUA_NOW_SECONDS + """
 local minute = math.floor(now / 60)
 """
 

@@ -51,11 +51,9 @@ class MasterService:
         self.stats = Stats(self.redis, STATS_MODULE)
 
     def run(self) -> None:
+        """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
         logger.info("master %s standing by for the election", self.identifier)
-        try:
-            self.leadership.run(self._lead)
-        finally:
-            self.close()
+        self.leadership.run(self._lead)
 
     def stop(self) -> None:
         self.leadership.stop()

@@ -10,6 +10,23 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+# Lua preambles: ``now`` from ARGV[1] when the caller passes an explicit time (simulations, tests), else from the
+# Redis server's clock. Every script that measures time starts with one of these.
+LUA_NOW_SECONDS = """
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+"""
+LUA_NOW_MICROSECONDS = """
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+"""
+
 
 class Clock(Protocol):
     def now(self) -> float:

@@ -26,6 +26,7 @@ from prometheus_client import Counter
 from redis.cluster import RedisCluster
 
 from messaging import keys
+from messaging.clock import LUA_NOW_SECONDS
 
 DEFAULT_WINDOWS = (60, 300, 900, 3600, 86400)
 BUCKETS_PER_WINDOW = 12
@@ -36,12 +37,7 @@ EVENTS = Counter("crawlfleet_events", "What crawlfleet's components did, by modu
                  ["module", "plugin"])
 
 # KEYS[1]: the bucket hash. ARGV: now (empty: Redis TIME), bucket width, buckets kept, amount, ttl seconds.
-_BUCKET_INCR = """
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
+_BUCKET_INCR = LUA_NOW_SECONDS + """
 local width = tonumber(ARGV[2])
 local bucket = math.floor(now / width)
 local oldest = bucket - tonumber(ARGV[3]) + 1
@@ -55,12 +51,7 @@ return bucket
 
 # KEYS[1]: the bucket hash. ARGV: now (empty: Redis TIME), bucket width, window. Sums the buckets that overlap
 # (now - window, now].
-_BUCKET_SUM = """
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
+_BUCKET_SUM = LUA_NOW_SECONDS + """
 local width = tonumber(ARGV[2])
 local bucket = math.floor(now / width)
 local oldest = math.floor((now - tonumber(ARGV[3])) / width)

@@ -2,11 +2,7 @@
 --
 -- KEYS[1] block:{d}   ARGV[1] now in microseconds ('' = the Redis clock)   ARGV[2] seconds
 -- Reply: the time the block ends (us, as a string).
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
 local until_us = now + math.floor(tonumber(ARGV[2]) * 1000000)
 local current = tonumber(redis.call('GET', KEYS[1]))
 if current and current >= until_us then

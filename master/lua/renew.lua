@@ -7,11 +7,7 @@
 if not redis.call('ZSCORE', KEYS[1], ARGV[3]) then
   return false
 end
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
 local deadline = now + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], deadline, ARGV[3])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[4]))

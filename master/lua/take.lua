@@ -10,11 +10,7 @@
 --
 -- Windows are exact and sliding: a hit at t counts for every check at now with now - t < window.
 -- Reply: {status, now, value, task}; value = microseconds to wait (blocked, throttled) or the lease deadline (ok).
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local fmt = function(n) return string.format('%d', n) end

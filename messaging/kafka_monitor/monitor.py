@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import signal
 import threading
 import time
 from collections import Counter
@@ -28,12 +27,11 @@ from kafka.errors import CommitFailedError
 
 from messaging import clients, keys
 from messaging.answers import answer_for, failed_record
-from messaging.identity import worker_ip
 from messaging.kafka_monitor.batch import DUPLICATE, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
-from messaging.metrics import serve_metrics
+from messaging.service import run_service
 from messaging.settings import Settings
-from messaging.stats import Heartbeat, Stats
+from messaging.stats import Stats
 from messaging.validation import Rejected, parse_request
 
 MODULE = "kafka-monitor"
@@ -237,18 +235,6 @@ class KafkaMonitor:
 def run(settings: Settings) -> None:
     """``crawlfleet kafka-monitor``: run until SIGTERM/SIGINT, with heartbeat and /metrics."""
     monitor = KafkaMonitor(settings)
-    endpoint = serve_metrics(settings, MODULE)
-    heartbeat = Heartbeat(monitor.stats, worker_ip(settings), extra=[lambda: endpoint.register(monitor.redis)])
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: monitor.stop())
-    monitor.connect()
-    heartbeat.start()
-    logger.info("kafka-monitor: consuming %s as group %s (plugins: %s; metrics %s)", settings.topic_incoming,
-                settings.kafka_group, ", ".join(plugin.name for plugin in monitor.plugins), endpoint.url)
-    try:
-        monitor.run()
-    finally:
-        heartbeat.stop()
-        monitor.close()
-        endpoint.close()
-        logger.info("kafka-monitor: stopped")
+    run_service(monitor, settings, MODULE, lambda url: (
+        f"kafka-monitor: consuming {settings.topic_incoming} as group {settings.kafka_group} "
+        f"(plugins: {', '.join(plugin.name for plugin in monitor.plugins)}; metrics {url})"))

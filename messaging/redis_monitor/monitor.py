@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
 import uuid as uuidlib
 from typing import Any
 
 from messaging import clients, keys
 from messaging.answers import ERROR, OK, answer
-from messaging.identity import worker_ip
 from messaging.kafka_monitor.monitor import load_plugins
-from messaging.metrics import serve_metrics
 from messaging.redis_monitor.plugins import Context, Plugin
+from messaging.service import run_service
 from messaging.settings import Settings
-from messaging.stats import Heartbeat, Stats
+from messaging.stats import Stats
 
 MODULE = "redis-monitor"
 SCAN_COUNT = 1000
@@ -118,18 +116,5 @@ class RedisMonitor:
 def run(settings: Settings) -> None:
     """``crawlfleet redis-monitor``: run until SIGTERM/SIGINT, with heartbeat and /metrics."""
     monitor = RedisMonitor(settings)
-    endpoint = serve_metrics(settings, MODULE)
-    heartbeat = Heartbeat(monitor.stats, worker_ip(settings), extra=[lambda: endpoint.register(monitor.redis)])
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: monitor.stop())
-    monitor.connect()
-    heartbeat.start()
-    logger.info("redis-monitor: watching %s (metrics %s)", ", ".join(p.pattern for p in monitor.plugins),
-                endpoint.url)
-    try:
-        monitor.run()
-    finally:
-        heartbeat.stop()
-        monitor.close()
-        endpoint.close()
-        logger.info("redis-monitor: stopped")
+    run_service(monitor, settings, MODULE, lambda url: (
+        f"redis-monitor: watching {', '.join(p.pattern for p in monitor.plugins)} (metrics {url})"))
