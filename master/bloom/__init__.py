@@ -1,0 +1,26 @@
+"""URL dedup for the whole cluster: a sharded, multi-group, growing Bloom filter in Redis (seed 4.2.3).
+
+- :mod:`master.bloom.sizing` — the math: groups, hashes, bits for a target rate; Redis string layout.
+- :mod:`master.bloom.fingerprint` — canonical URL (w3lib's, with a fast path) and 128-bit mmh3 fingerprint.
+- :mod:`master.bloom.filter` — :class:`BloomFilter`: batch check-and-add, growth, TTL, housekeeping.
+- :mod:`master.bloom.direct` — the bit filter's hot path: cells in numpy, one atomic ``BITFIELD`` per part key.
+- :mod:`master.bloom.counting` — :class:`CountingBloomFilter`: 4-bit counters, ``remove``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from master.bloom.counting import CountingBloomFilter
+from master.bloom.filter import BloomFilter, BloomSpec, stored_spec
+from master.bloom.fingerprint import canonical_url, request_fingerprint, url_fingerprint
+
+__all__ = ["BloomFilter", "BloomSpec", "CountingBloomFilter", "canonical_url", "open_filter",
+           "request_fingerprint", "url_fingerprint"]
+
+
+def open_filter(redis: Any, namespace: str, spec: BloomSpec, *, ttl: float = 0.0, now_ms: Any = None,
+                eager: bool = True) -> BloomFilter:
+    """Open (or create) the filter of ``namespace``; a counting one when its stored spec says so."""
+    kind = CountingBloomFilter if stored_spec(redis, namespace, spec).counting else BloomFilter
+    return kind.open(redis, namespace, spec, ttl=ttl, now_ms=now_ms, eager=eager)

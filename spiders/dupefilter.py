@@ -1,0 +1,171 @@
+"""Scrapy dupefilter on the cluster-wide Bloom filter (seed 4.2.3): ``DUPEFILTER_CLASS = "spiders.dupefilter.
+BloomDupeFilter"``.
+
+Every worker of the cluster shares the filter in Redis (:mod:`master.bloom`). Scope (CRAWLFLEET_BLOOM_NAMESPACE):
+
+- ``crawl`` (default): one filter per crawl, chosen by the task's ``request.meta["crawlid"]``; it starts small
+  (CRAWLFLEET_BLOOM_CRAWL_CAPACITY), grows by layers, and expires CRAWLFLEET_BLOOM_CRAWL_TTL after its last use.
+  Requests without a crawl id use the global filter.
+- ``global``: one filter (CRAWLFLEET_BLOOM_CAPACITY) for every crawl.
+
+A request is identified by :func:`master.bloom.fingerprint.request_fingerprint` (its canonical URL for a body-less
+GET). Scrapy's scheduler calls :meth:`BloomDupeFilter.request_seen` per request; the project's scheduler calls
+:meth:`BloomDupeFilter.seen_batch` (or :meth:`filter_new`) once per response with all the links it extracted: one
+Redis round trip for the batch. Counted in the crawler's stats (``dupefilter/new``, ``dupefilter/duplicate``,
+``dupefilter/filtered``) and in the project counters (``Stats(redis, "crawler")``: ``dupefilter:new``,
+``dupefilter:duplicate``, ``dupefilter:redirect``). Final URLs of redirects are marked by
+:class:`spiders.middlewares.redirect_dedup.RedirectDedupMiddleware` through :meth:`mark_urls`.
+
+Calls to Redis are synchronous, as in scrapy-redis: one short round trip per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scrapy import Request
+from scrapy.dupefilters import BaseDupeFilter
+
+from master.bloom import BloomFilter, BloomSpec, open_filter
+from master.bloom.fingerprint import request_fingerprint, url_fingerprint
+from messaging import clients
+from messaging.settings import SETTINGS, Settings, load
+from messaging.stats import Stats
+
+logger = logging.getLogger(__name__)
+GLOBAL = "global"
+OPEN_FILTERS = 256  # per-crawl filters kept open in one process (reopening one costs two round trips)
+
+
+def crawlfleet_settings(scrapy_settings: Any = None) -> Settings:
+    """crawlfleet's settings, where any CRAWLFLEET_* name set in the Scrapy settings overrides the environment."""
+    settings = load()
+    if scrapy_settings is None:
+        return settings
+    overrides = {name: scrapy_settings.get(name) for name in SETTINGS if scrapy_settings.get(name) is not None}
+    if not overrides:
+        return settings
+    values = {**settings, **{name: _parse(name, value) for name, value in overrides.items()}}
+    return Settings(values, {name: "scrapy" if name in overrides else settings.source(name) for name in values})
+
+
+def _parse(name: str, value: Any) -> Any:
+    return SETTINGS[name].parse(value) if isinstance(value, str) else value
+
+
+class BloomDupeFilter(BaseDupeFilter):
+    """Drops requests whose fingerprint the cluster's Bloom filter has seen (a false positive drops a new URL
+    with probability CRAWLFLEET_BLOOM_ERROR_RATE)."""
+
+    def __init__(self, redis: Any, settings: Settings, *, stats: Any = None, counters: Stats | None = None,
+                 debug: bool = False, now_ms: Any = None) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.stats = stats
+        self.counters = counters
+        self.debug = debug
+        self.scope = settings.bloom_namespace
+        if self.scope not in ("crawl", GLOBAL):
+            raise ValueError(f"CRAWLFLEET_BLOOM_NAMESPACE must be 'crawl' or 'global', not {self.scope!r}")
+        self._now_ms = now_ms
+        self._filters: OrderedDict[str, BloomFilter] = OrderedDict()
+        self._logged_first = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> BloomDupeFilter:
+        settings = crawlfleet_settings(crawler.settings)
+        redis = clients.redis_client(settings)
+        return cls(redis, settings, stats=crawler.stats, counters=Stats(redis, "crawler"),
+                   debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
+
+    @classmethod
+    def from_settings(cls, settings: Any = None) -> BloomDupeFilter:
+        """Without a crawler (no Scrapy stats): from Scrapy settings, a crawlfleet Settings, or the environment."""
+        resolved = settings if isinstance(settings, Settings) else crawlfleet_settings(settings)
+        redis = clients.redis_client(resolved)
+        return cls(redis, resolved, counters=Stats(redis, "crawler"))
+
+    # --- scopes --------------------------------------------------------------------------------------------------
+    def namespace(self, meta: Mapping[str, Any]) -> str:
+        crawlid = meta.get("crawlid")
+        return f"crawl:{crawlid}" if self.scope == "crawl" and crawlid else GLOBAL
+
+    def bloom(self, namespace: str) -> BloomFilter:
+        """The (cached) filter of a namespace, created with this process's settings when it is new."""
+        bloom = self._filters.get(namespace)
+        if bloom is not None:
+            self._filters.move_to_end(namespace)
+            return bloom
+        s = self.settings
+        per_crawl = namespace != GLOBAL
+        spec = BloomSpec(capacity=s.bloom_crawl_capacity if per_crawl else s.bloom_capacity,
+                         error_rate=s.bloom_error_rate, groups=s.bloom_groups, shards=s.bloom_shards,
+                         counting=s.bloom_counting, growth=s.bloom_growth, tightening=s.bloom_tightening,
+                         memory_slack=s.bloom_memory_slack)
+        bloom = open_filter(self.redis, namespace, spec, ttl=s.bloom_crawl_ttl if per_crawl else 0.0,
+                            now_ms=self._now_ms, eager=False)
+        self._filters[namespace] = bloom
+        if len(self._filters) > OPEN_FILTERS:
+            self._filters.popitem(last=False)
+        return bloom
+
+    # --- Scrapy's interface --------------------------------------------------------------------------------------
+    def request_seen(self, request: Request) -> bool:
+        return self.seen_batch([request])[0]
+
+    def seen_batch(self, requests: Sequence[Request]) -> list[bool]:
+        """Check-and-add a batch (e.g. every link of one response): for each request, True when it was seen
+        before (drop it), False when it is new (it is now marked). One Redis round trip per scope in the batch."""
+        by_scope: dict[str, list[int]] = defaultdict(list)
+        for index, request in enumerate(requests):
+            by_scope[self.namespace(request.meta)].append(index)
+        seen = [False] * len(requests)
+        for namespace, indexes in by_scope.items():
+            fingerprints = [request_fingerprint(requests[i].url, requests[i].method, requests[i].body or b"")
+                            for i in indexes]
+            for i, new in zip(indexes, self.bloom(namespace).add_fingerprints(fingerprints), strict=True):
+                seen[i] = not new
+        duplicates = sum(seen)
+        self._count("new", len(requests) - duplicates)
+        self._count("duplicate", duplicates)
+        return seen
+
+    def filter_new(self, requests: Sequence[Request]) -> list[Request]:
+        """The requests of a batch that were not seen before (and are now marked)."""
+        return [request for request, seen in zip(requests, self.seen_batch(requests), strict=True) if not seen]
+
+    def mark_urls(self, urls: Sequence[str], meta: Mapping[str, Any] | None = None) -> int:
+        """Mark URLs as seen (e.g. where a redirect ended) in the scope of ``meta``; returns how many were new."""
+        if not urls:
+            return 0
+        marked = sum(self.bloom(self.namespace(meta or {})).add_fingerprints([url_fingerprint(u) for u in urls]))
+        self._count("redirect", marked)
+        return marked
+
+    def open(self) -> None:
+        self.redis.ping()  # fail at start rather than at the first response
+
+    def close(self, reason: str = "") -> None:
+        self._filters.clear()
+        self.redis.close()
+
+    def log(self, request: Request, spider: Any) -> None:
+        if self.debug:
+            logger.debug("Filtered duplicate request: %(request)s", {"request": request}, extra={"spider": spider})
+        elif not self._logged_first:
+            logger.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown (see "
+                         "DUPEFILTER_DEBUG to show all duplicates)", {"request": request}, extra={"spider": spider})
+            self._logged_first = True
+        if self.stats is not None:
+            self.stats.inc_value("dupefilter/filtered")
+
+    def _count(self, what: str, amount: int) -> None:
+        if amount <= 0:
+            return
+        if self.stats is not None:
+            self.stats.inc_value(f"dupefilter/{what}", amount)
+        if self.counters is not None:
+            self.counters.incr(f"dupefilter:{what}", amount)

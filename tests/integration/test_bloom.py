@@ -1,0 +1,202 @@
+"""The Bloom filter against a real Redis (and a real Redis Cluster): check-and-add, concurrency, counting
+removal, growth, TTL, layout (master/bloom)."""
+
+import json
+import random
+import threading
+
+import pytest
+
+from deploy.procs import wait_for
+from master.bloom import BloomFilter, BloomSpec, CountingBloomFilter, open_filter, sizing
+from master.bloom.fingerprint import hash_batch, positions, url_fingerprint
+from messaging import keys
+
+pytestmark = pytest.mark.integration
+
+
+def _urls(prefix, n):
+    return [f"http://www.site{i % 97}.test/{prefix}/page-{i}.html?id={i}" for i in range(n)]
+
+
+def test_check_and_add_reports_new_urls_once(cf):
+    bloom = open_filter(cf.redis(), "global", BloomSpec(capacity=10_000, shards=4))
+    urls = _urls("a", 300)
+    batch = [*urls[:5], "HTTP://WWW.SITE0.TEST:80/a/page-0.html?id=0#top", urls[1]]
+    assert bloom.add(batch) == [True] * 5 + [False, False]
+    assert bloom.add(urls) == [False] * 5 + [True] * 295
+    assert bloom.contains(urls[:3] + _urls("b", 3)) == [True, True, True, False, False, False]
+    assert bloom.count() == 300
+
+
+def test_cells_set_are_the_documented_ones(cf):
+    """The Lua scripts and fingerprint.positions compute the same cells (one layer, one or more parts)."""
+    redis = cf.redis()
+    bloom = open_filter(redis, "cells", BloomSpec(capacity=40_000, shards=2))
+    url = "http://example.test/cells"
+    bloom.add([url])
+    batch = hash_batch([url_fingerprint(url)])
+    shard = int(batch.shards(2)[0])
+    layer = json.loads(redis.hget(keys.bloom_shard("cells", shard), "layout"))[0]
+    part, cells = positions(batch.h1[0], batch.h2[0], batch.shard_key[0], layer["sizes"], layer["k"], 2)
+    key, size = layer["keys"][part], layer["sizes"][part]
+    offsets = {group * size + cell for group, group_cells in enumerate(cells) for cell in group_cells}
+    assert all(redis.getbit(key, offset) == 1 for offset in offsets)
+    assert redis.bitcount(key) == len(offsets)
+
+
+def test_concurrent_workers_see_a_new_url_exactly_once(cf):
+    spec = BloomSpec(capacity=20_000, shards=8)
+    open_filter(cf.redis(), "race", spec)
+    urls = _urls("race", 1500)
+    verdicts = {}
+
+    def worker(seed):
+        bloom = BloomFilter.open(cf.redis(), "race", spec)
+        order = urls[:]
+        random.Random(seed).shuffle(order)
+        seen = []
+        for start in range(0, len(order), 100):
+            chunk = order[start:start + 100]
+            seen.extend(zip(chunk, bloom.add(chunk), strict=True))
+        verdicts[seed] = seen
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    news = {url: 0 for url in urls}
+    for seen in verdicts.values():
+        for url, new in seen:
+            news[url] += new
+    assert len(verdicts) == 4
+    assert set(news.values()) == {1}
+
+
+def test_counting_filter_removes_and_saturation_never_decrements(cf):
+    redis = cf.redis()
+    bloom = open_filter(redis, "counting", BloomSpec(capacity=5_000, shards=2, counting=True))
+    assert isinstance(bloom, CountingBloomFilter)
+    urls = _urls("c", 200)
+    assert all(bloom.add(urls))
+    assert bloom.remove(urls[:50] + urls[:1] + _urls("never", 1)) == [True] * 50 + [False, False]
+    assert bloom.contains(urls[:50]) == [False] * 50  # no false positive left by the removal here
+    assert all(bloom.contains(urls[50:]))  # and no false negative for the others
+    assert bloom.count() == 150
+    assert bloom.add(urls[:2]) == [True, True]  # removed URLs can be added again
+
+    # A saturated counter stays at 15 when its URL is removed: a false positive may persist, never a false negative.
+    url = urls[100]
+    batch = hash_batch([url_fingerprint(url)])
+    shard = int(batch.shards(2)[0])
+    layer = json.loads(redis.hget(keys.bloom_shard("counting", shard), "layout"))[0]
+    part, cells = positions(batch.h1[0], batch.h2[0], batch.shard_key[0], layer["sizes"], layer["k"], 2)
+    key, cell = layer["keys"][part], cells[0][0]  # group 0's first counter
+    redis.execute_command("BITFIELD", key, "SET", "u4", cell * 4, 15)
+    assert bloom.remove([url]) == [True]
+    assert redis.execute_command("BITFIELD", key, "GET", "u4", cell * 4) == [15]
+
+
+def test_bit_filter_cannot_remove(cf):
+    bloom = CountingBloomFilter.open(cf.redis(), "plain", BloomSpec(capacity=100, shards=1))
+    with pytest.raises(ValueError):
+        bloom.remove(["http://example.test/"])
+
+
+def test_growth_adds_layers_and_keeps_the_rate_bounded(cf):
+    spec = BloomSpec(capacity=2_000, error_rate=0.001, shards=2)
+    bloom = open_filter(cf.redis(), "grow", spec)
+    inserted = _urls("g", 20_000)
+    new = sum(sum(bloom.add(inserted[start:start + 1000])) for start in range(0, len(inserted), 1000))
+    assert new >= 20_000 * (1 - sizing.compound_rate_bound(0.001, 0.5))  # false positives while inserting
+    shards = bloom.shards()
+    assert all(len(info.layers) >= 4 for info in shards)
+    for info in shards:  # a full layer is not overfilled (one step of 32 at most)
+        for layer, count in zip(info.layers[:-1], info.counts, strict=False):
+            assert layer["limit"] <= count <= layer["limit"] + 32
+    assert all(bloom.contains(inserted))  # no false negative across layers
+    false_positives = sum(bloom.contains(_urls("other", 20_000)))
+    bound = sizing.compound_rate_bound(0.001, 0.5) * 20_000
+    assert false_positives <= bound * 1.6  # ~40 expected at most; Poisson noise
+    assert bloom.expected_false_positive_rate() <= sizing.compound_rate_bound(0.001, 0.5)
+
+
+def test_one_batch_larger_than_many_layers(cf):
+    bloom = open_filter(cf.redis(), "burst", BloomSpec(capacity=64, shards=1, error_rate=0.01))
+    urls = _urls("burst", 3000)
+    assert sum(bloom.add(urls)) >= 3000 * (1 - sizing.compound_rate_bound(0.01, 0.5))
+    assert len(bloom.shards()[0].layers) >= 6
+
+
+def test_arrays_are_preallocated_to_exact_size_classes(cf):
+    redis = cf.redis()
+    bloom = open_filter(redis, "alloc", BloomSpec(capacity=200_000, shards=4))
+    plan = bloom.spec.layer(0)
+    parts = [key for key in bloom.key_names() if ":l0:" in key]
+    assert len(parts) == 4 * len(plan.part_bytes)
+    for key in parts:
+        length = redis.strlen(key)
+        assert length in plan.part_bytes
+        assert redis.memory_usage(key) - sizing.allocation(length) < 120  # key, object and dict entry only
+    before = {key: redis.memory_usage(key) for key in parts}
+    bloom.add(_urls("fill", 5000))
+    assert {key: redis.memory_usage(key) for key in parts} == before  # no growth of the strings
+
+
+def test_per_crawl_filter_expires_and_slides(cf):
+    redis = cf.redis()
+    clock = {"now": 1_000_000}
+    bloom = open_filter(redis, "crawl:c1", BloomSpec(capacity=1_000, shards=2), ttl=600,
+                        now_ms=lambda: clock["now"])
+    every = bloom.key_names()
+    assert all(0 < redis.pttl(key) <= 600_000 for key in every)
+    for key in every:
+        redis.pexpire(key, 50_000)
+    clock["now"] += 10_000  # before the refresh point (ttl/8 = 75 s): the TTL is left alone
+    bloom.add(_urls("t", 10))
+    assert all(redis.pttl(key) <= 50_000 for key in every)
+    clock["now"] += 70_000  # past it: every key of the touched shards slides back to the full TTL
+    bloom.add(_urls("t2", 200))
+    assert all(redis.pttl(key) > 50_000 for key in every)
+
+    bloom.expire(1)  # the crawl ended: gone within a second
+    wait_for(lambda: not any(redis.exists(key) for key in every), 5, "the crawl's filter keys to expire")
+    assert bloom.add(_urls("after", 3)) == [True] * 3  # a filter used after expiry starts afresh
+
+
+def test_stored_spec_wins_over_a_different_one(cf):
+    redis = cf.redis()
+    first = open_filter(redis, "spec", BloomSpec(capacity=1000, shards=3))
+    second = open_filter(redis, "spec", BloomSpec(capacity=9999, shards=5))
+    assert second.spec == first.spec
+    assert first.add(["http://example.test/x"]) == [True]
+    assert second.add(["http://example.test/x"]) == [False]
+    first.delete()
+    assert not redis.keys(keys.bloom_pattern("spec"))
+
+
+@pytest.mark.cluster
+def test_cluster_spreads_shards_and_stays_atomic(cf_cluster):
+    redis = cf_cluster.redis()
+    spec = BloomSpec(capacity=20_000, shards=8)
+    bloom = open_filter(redis, "global", spec)
+    urls = _urls("cl", 2000)
+    assert all(bloom.add(urls))
+    assert not any(bloom.add(urls[:500]))
+    assert all(bloom.contains(urls))
+    nodes = {redis.get_node_from_key(key).name for key in bloom.key_names()}
+    assert len(nodes) >= 2
+
+    verdicts = []
+
+    def worker():
+        other = BloomFilter.open(cf_cluster.redis(), "global", spec)
+        verdicts.append(other.add(_urls("race", 400)))
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert [sum(column) for column in zip(*verdicts, strict=True)] == [1] * 400
