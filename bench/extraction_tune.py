@@ -29,6 +29,11 @@ SEARCH_SPACE = {
     "anchor_reach": [4, 8, 12, 20],
     "anchor_share": [0.02, 0.05, 0.1, 0.2, 0.4],
     "coverage": [0.6, 0.7, 0.8, 0.9],
+    "link_penalty": [0.0, 0.25, 0.5, 1.0],
+    "region_link_chars": [10, 20, 40, 1000],
+    "repeat_levels": [0, 2, 4, 6],
+    "spread_share": [0.0, 0.35, 0.5, 0.65],
+    "dedupe_chars": [0, 30, 100],
 }
 
 

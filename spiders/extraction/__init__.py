@@ -11,7 +11,8 @@ The pipeline, in one pass each (see README.md in this folder for the reasoning a
 2. read the title (``title.py``) and the metadata publication date (``dates.py``) from the intact tree;
 3. linearise the visible text into blocks, the "lines" of the method (``dom.py``);
 4. score blocks, find the dense region by the line-block scan, anchor it on the headline, repair it with the
-   DOM (``blocks.py``), and join the chosen blocks with newlines.
+   DOM: the article's container, repeated posts (forums), spread content (listings, shops), repeated copies
+   (``blocks.py``); join the chosen blocks with newlines.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def _headline_index(blocks: list[Block], title: str | None) -> int | None:
     for block in blocks:
         if block.heading and block.text == title:
             return block.index
+    # Many CMSs show the headline in a styled <div>/<td>, not a heading: the first plain (not a link, not
+    # furniture) line reading exactly the title.
+    for block in blocks:
+        if block.text == title and not block.furniture and block.link_density < 0.5:
+            return block.index
     return None
 
 
@@ -60,7 +66,7 @@ def prepare(html: str) -> Prepared:
     if root is None:
         return Prepared(blocks=[], title=None, headline=None, published=None)
     title = find_title(root) or None
-    published = find_published(root)
+    published = find_published(root, source=html)
     blocks = linearise(root)
     return Prepared(blocks=blocks, title=title, headline=_headline_index(blocks, title), published=published)
 

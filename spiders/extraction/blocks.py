@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lxml import etree
 
 from spiders.extraction.dom import Block
 
-__all__ = ["Params", "select_blocks"]
+__all__ = ["Params", "block_value", "select_blocks"]
 
 
 @dataclass(frozen=True)
@@ -16,18 +16,29 @@ class Params:
     window: int = 2  # k: blocks on each side that make up one line block
     cost_ratio: float = 0.15  # per-block cost, as a share of the peak line-block density
     min_cost: float = 8.0  # ... but never below this many characters
-    link_density_max: float = 0.45  # blocks with more link text than this are navigation
-    furniture_weight: float = 0.1  # value kept by blocks inside nav/aside/footer/comments/related
+    link_density_max: float = 0.45  # blocks with more link text than this are navigation ...
+    region_link_chars: int = 20  # ... unless they sit inside the dense region and are this long (headlines)
+    link_penalty: float = 0.5  # value lost per character of link text: link lists push the region away
+    furniture_weight: float = 0.1  # value kept by blocks inside nav/aside/footer/comments/related ...
+    furniture_max_share: float = 0.9  # ... unless furniture is more than this share of the page's text
     coverage: float = 0.8  # the container must hold this share of the dense region's value
     anchor_reach: int = 12  # an anchored region starts at most this many blocks after the headline
     anchor_share: float = 0.1  # ... and is preferred when worth at least this share of the densest region
+    repeat_levels: int = 4  # how far above the container to look for repeated posts (0: never)
+    repeat_min_items: int = 3  # posts: at least this many same-tag-and-class siblings ...
+    repeat_min_chars: int = 40  # ... holding at least this much running text each ...
+    repeat_share: float = 0.5  # ... in at least this share of them
+    include_headline: bool = True  # an article's text starts with its headline (when the region is anchored on it)
+    dedupe_chars: int = 30  # a block repeating an earlier one this long is dropped (print copies, quotes of quotes)
+    spread_share: float = 0.5  # no headline-anchored article and the dense region holds less of the page's text
 
 
 def block_value(block: Block, params: Params) -> float:
-    """How much a block looks like running text: its length, less link text, less if it sits in furniture."""
+    """How much a block looks like running text: its length less link text (squared density, and a penalty per
+    link character so that link lists count against a region), less if it sits in furniture."""
     if block.heading:
         return 0.0
-    value = block.chars * (1.0 - block.link_density) ** 2
+    value = block.chars * (1.0 - block.link_density) ** 2 - params.link_penalty * block.link_chars
     if block.furniture:
         value *= params.furniture_weight
     return value
@@ -59,45 +70,79 @@ def _densest_region(values: list[float], cost: float) -> tuple[tuple[int, int], 
 
 
 def _anchored_region(values: list[float], cost: float, anchor: int, reach: int) -> tuple[tuple[int, int], float]:
-    """The best run that starts within ``reach`` blocks after the headline: news text follows its title."""
+    """The best run that starts within ``reach`` blocks after the headline: news text follows its title.
+    One pass over prefix sums: the best run ending at ``end`` starts where the prefix sum is lowest."""
     best, best_span = float("-inf"), (anchor, anchor + 1)
-    for start in range(anchor, min(len(values), anchor + reach + 1)):
-        running = 0.0
-        for end in range(start, len(values)):
-            running += values[end] - cost
-            if running > best:
-                best, best_span = running, (start, end + 1)
+    prefix = low = 0.0
+    low_start, last_start = anchor, anchor + reach
+    for end in range(anchor, len(values)):
+        if end <= last_start and prefix < low:
+            low, low_start = prefix, end
+        prefix += values[end] - cost
+        if prefix - low > best:
+            best, best_span = prefix - low, (low_start, end + 1)
     return best_span, best
 
 
 def _container(blocks: list[Block], values: list[float], span: tuple[int, int], params: Params) -> etree._Element:
     """The deepest element that holds ``coverage`` of the region's value: the article's own container."""
     weight: dict[etree._Element, float] = {}
+    depth: dict[etree._Element, int] = {}
     total = 0.0
     for i in range(*span):
         if values[i] <= 0:
             continue
         total += values[i]
+        chain = []
         element = blocks[i].element
         while element is not None:
             weight[element] = weight.get(element, 0.0) + values[i]
+            chain.append(element)
             element = element.getparent()
-    best = None
-    best_depth = -1
+        for level, element in enumerate(reversed(chain)):
+            depth[element] = level
+    best, best_depth = None, -1
     for element, w in weight.items():
-        if w >= params.coverage * total:
-            depth = sum(1 for _ in element.iterancestors())
-            if depth > best_depth:
-                best, best_depth = element, depth
+        if w >= params.coverage * total and depth[element] > best_depth:
+            best, best_depth = element, depth[element]
     return best if best is not None else blocks[span[0]].element
 
 
-def _inside(element: etree._Element, container: etree._Element) -> bool:
-    while element is not None:
-        if element is container:
-            return True
-        element = element.getparent()
-    return False
+_TABLE_TAGS = frozenset(("table", "tbody", "thead", "tfoot", "tr", "td", "th"))
+
+
+def _owners(items: list[etree._Element]) -> dict[etree._Element, etree._Element]:
+    """Every element inside one of ``items`` -> that item (one walk in C per item)."""
+    return {element: item for item in items for element in item.iter()}
+
+
+def _repeated_items(
+    blocks: list[Block], values: list[float], container: etree._Element, params: Params
+) -> dict[etree._Element, etree._Element] | None:
+    """Forum threads, answers, reviews: when the article's container is (inside) one of several siblings with the
+    same tag and class that each hold running text, those siblings together are the main content. The class
+    must be set (bare <div>s and table cells are layout) and most siblings must hold text (a row of cards does
+    not). Returns the owner map of those items, or None."""
+    element = container
+    for _ in range(params.repeat_levels):
+        parent = element.getparent()
+        if parent is None or element.tag in ("body", "html"):
+            return None
+        tag, names = element.tag, element.get("class")
+        if names and tag not in _TABLE_TAGS:
+            items = [sibling for sibling in parent if sibling.tag == tag and sibling.get("class") == names]
+            if len(items) >= params.repeat_min_items:
+                owners = _owners(items)
+                text: dict[etree._Element, int] = {}
+                for i, block in enumerate(blocks):
+                    owner = owners.get(block.element)
+                    if owner is not None and values[i] > 0 and block.link_density <= params.link_density_max:
+                        text[owner] = text.get(owner, 0) + block.chars
+                posts = sum(1 for chars in text.values() if chars >= params.repeat_min_chars)
+                if posts >= params.repeat_min_items and posts >= params.repeat_share * len(items):
+                    return owners
+        element = parent
+    return None
 
 
 def select_blocks(blocks: list[Block], params: Params | None = None, headline: int | None = None) -> list[Block]:
@@ -107,6 +152,12 @@ def select_blocks(blocks: list[Block], params: Params | None = None, headline: i
     params = params or Params()
     if not blocks:
         return []
+    trust_furniture = True
+    furniture_chars = sum(b.chars for b in blocks if b.furniture)
+    if furniture_chars > params.furniture_max_share * sum(b.chars for b in blocks):
+        # A page cannot be mostly furniture: a wrapper's class ("docs-sidebar-layout") or an unclosed <button>
+        # swallowing the page misled the flags, so here they say nothing.
+        params, trust_furniture = replace(params, furniture_weight=1.0), False
     values = [block_value(b, params) for b in blocks]
     cost = _cost(values, params)
     span, value = _densest_region(values, cost)
@@ -116,13 +167,49 @@ def select_blocks(blocks: list[Block], params: Params | None = None, headline: i
         anchored, anchored_value = _anchored_region(values, cost, headline, params.anchor_reach)
         if anchored_value >= params.anchor_share * value:
             span = anchored
+    spread = False
+    article = headline is not None and 0 <= span[0] - headline <= params.anchor_reach
+    if params.spread_share and not article:
+        # No article under a headline, and the densest run holds little of the page's text: a listing, a shop
+        # grid, a landing page. Their main content is spread over the page, so take the container of it all.
+        positive = sum(v for v in values if v > 0)
+        if positive and sum(v for v in values[span[0] : span[1]] if v > 0) < params.spread_share * positive:
+            spread, span = True, (0, len(blocks))
     container = _container(blocks, values, span, params)
+    inside = set(container.iter())
+    if spread:
+        span = (0, 0)
+    posts = _repeated_items(blocks, values, container, params) if params.repeat_levels else None
     selected = []
     for i, block in enumerate(blocks):
         in_region = span[0] <= i < span[1]
-        if not in_region and not _inside(block.element, container):
+        furniture = block.furniture and trust_furniture
+        if posts is not None and block.element in posts:
+            if block.link_density <= params.link_density_max:
+                selected.append(block)
             continue
-        if block.link_density > params.link_density_max or (block.furniture and not in_region):
+        if not in_region and block.element not in inside:
+            continue
+        if block.link_density > params.link_density_max and not (
+            (in_region or spread) and block.chars >= params.region_link_chars and not furniture
+        ):
+            continue
+        if furniture and not in_region:
             continue
         selected.append(block)
-    return selected
+    if params.include_headline and article and (not selected or selected[0].index > headline):
+        selected.insert(0, blocks[headline])  # the article starts with its headline
+    return _without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected
+
+
+def _without_repeats(selected: list[Block], min_chars: int) -> list[Block]:
+    """Drop blocks of at least ``min_chars`` repeating an earlier one: print copies, quotes of quoted posts."""
+    seen: set[str] = set()
+    kept = []
+    for block in selected:
+        if block.chars >= min_chars:
+            if block.text in seen:
+                continue
+            seen.add(block.text)
+        kept.append(block)
+    return kept

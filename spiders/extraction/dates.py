@@ -102,36 +102,48 @@ def parse_date(text: str) -> str | None:
     return None
 
 
-def _from_metadata(root: etree._Element) -> str | None:
+_ITEMPROP = etree.XPath("//*[@itemprop]")
+_ITEMPROP_DATE = re.compile(r"""itemprop\s*=\s*["']?datePublished""", re.IGNORECASE)
+
+
+def _from_metadata(root: etree._Element, source: str | None) -> str | None:
     found: dict[str, str] = {}
-    for meta in root.iterfind(".//meta[@content]"):
+    for meta in root.iter("meta"):
+        if meta.get("content") is None:
+            continue
         key = (meta.get("property") or meta.get("name") or meta.get("itemprop") or "").strip().lower()
         if key in _META_NAMES and key not in found:
             found[key] = meta.get("content") or ""
     for key in _META_NAMES:
         if key in found and (iso := parse_date(found[key])):
             return iso
-    for element in root.iterfind(".//*[@itemprop]"):
-        if (element.get("itemprop") or "").lower() == "datepublished":
-            value = element.get("content") or element.get("datetime") or "".join(element.itertext())
-            if iso := parse_date(value):
-                return iso
-    for script in root.iterfind(".//script[@type]"):
-        if "ld+json" in (script.get("type") or "") and script.text:
-            match = _JSON_LD_DATE.search(script.text)
-            if match and (iso := parse_date(match.group(1))):
-                return iso
-    for element in root.iterfind(".//time[@datetime]"):
+    # Microdata and JSON-LD both spell "datePublished": when the source has no such word (most pages), skip the
+    # two scans of the whole tree.
+    if source is None or "atePublished" in source or "atepublished" in source:
+        for script in root.iter("script"):  # JSON-LD first: a few <script>s, where microdata means every element
+            if "ld+json" in (script.get("type") or "") and script.text:
+                match = _JSON_LD_DATE.search(script.text)
+                if match and (iso := parse_date(match.group(1))):
+                    return iso
+        itemprop = source is None or _ITEMPROP_DATE.search(source)
+        for element in _ITEMPROP(root) if itemprop else ():
+            if (element.get("itemprop") or "").lower() == "datepublished":
+                value = element.get("content") or element.get("datetime") or "".join(element.itertext())
+                if iso := parse_date(value):
+                    return iso
+    for element in root.iter("time"):
         if iso := parse_date(element.get("datetime") or ""):
             return iso
     return None
 
 
-def find_published(root: etree._Element | None, nearby_text: list[str] = ()) -> str | None:
-    """Publication date from metadata, else from ``nearby_text`` (lines around the headline), else None."""
+def find_published(root: etree._Element | None, nearby_text: list[str] = (), source: str | None = None) -> str | None:
+    """Publication date from metadata, else from ``nearby_text`` (lines around the headline), else None.
+
+    ``source``, the HTML the tree was parsed from, lets the search skip what the page cannot hold."""
     if root is not None:
         try:
-            iso = _from_metadata(root)
+            iso = _from_metadata(root, source)
         except (ValueError, json.JSONDecodeError):
             iso = None
         if iso:

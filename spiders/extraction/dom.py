@@ -10,11 +10,10 @@ of it is link text, and what its ancestors say about it (``<nav>``, ``class="com
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from lxml import etree
 
-__all__ = ["Block", "Document", "linearise", "parse_html"]
+__all__ = ["Block", "linearise", "parse_html"]
 
 # Elements that end the current rendered line. <br> too: many Chinese CMSs write whole articles as one <div>
 # with <br><br> between paragraphs.
@@ -26,6 +25,7 @@ BLOCK_TAGS = frozenset(
         "blockquote",
         "body",
         "br",
+        "button",
         "caption",
         "center",
         "dd",
@@ -52,6 +52,7 @@ BLOCK_TAGS = frozenset(
         "li",
         "main",
         "nav",
+        "noscript",
         "ol",
         "p",
         "pre",
@@ -72,7 +73,6 @@ SKIP_TAGS = frozenset(
     [
         "applet",
         "audio",
-        "button",
         "canvas",
         "datalist",
         "embed",
@@ -95,9 +95,12 @@ SKIP_TAGS = frozenset(
         "video",
     ]
 )
+_PAGE_TAGS = frozenset(("html", "body"))
 HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 # Containers that are page furniture by definition (HTML5 sectioning semantics).
-BOILERPLATE_TAGS = frozenset(("nav", "aside", "footer", "noscript"))
+# <button> too: its label is interface, but it is not skipped outright, because libxml2 does not close an
+# unclosed <button> at the next block and it can swallow the rest of the page.
+BOILERPLATE_TAGS = frozenset(("nav", "aside", "footer", "button"))
 
 # class/id words that mark furniture. ``_FURNITURE_PARTS`` match anywhere ("commentlist", "site-footer");
 # ``_FURNITURE_WORDS`` only as whole words, being short ("nav" but not "canvas"). ``_KEEP_PARTS`` cancel them:
@@ -106,20 +109,14 @@ BOILERPLATE_TAGS = frozenset(("nav", "aside", "footer", "noscript"))
 _FURNITURE_PARTS = (
     "comment",
     "disqus",
-    "reply",
-    "replies",
     "respond",
-    "discuss",
     "footer",
     "sidebar",
     "side-bar",
-    "widget",
     "related",
     "recommend",
     "popular",
     "trending",
-    "share",
-    "sharing",
     "social",
     "breadcrumb",
     "crumbs",
@@ -131,10 +128,7 @@ _FURNITURE_PARTS = (
     "sponsor",
     "promo",
     "advert",
-    "pagination",
-    "pager",
     "copyright",
-    "newsletter",
     "subscribe",
     "signup",
     "cookie",
@@ -160,35 +154,39 @@ _FURNITURE_PARTS = (
 )
 _FURNITURE_WORDS = frozenset(("nav", "ad", "ads", "tag", "tags", "foot", "xgxw", "xgwz", "rmtj"))
 _KEEP_PARTS = ("article", "content", "main", "postbody", "post-body", "entry", "story", "text", "body")
+_STATE_PREFIXES = ("has", "with", "no-", "is-", "show", "hide", "enable", "disable")
 _WORD_SPLIT = re.compile(r"[^a-z0-9-]+")
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.IGNORECASE)
 
 
-@dataclass(slots=True)
 class Block:
-    """One rendered line of text and the facts the scorer needs about it."""
+    """One rendered line of text and the facts the scorer needs about it (a plain slotted class built in the
+    walk's hot loop; the link density is computed once here, not on every read)."""
 
-    text: str
-    chars: int  # non-space characters
-    link_chars: int  # non-space characters inside <a>
-    element: etree._Element  # the nearest block-level element around the text
-    tag: str
-    furniture: bool  # inside <nav>/<aside>/<footer> or an element whose class/id says furniture
-    heading: bool
-    in_table: bool
-    depth: int
-    index: int = 0
+    __slots__ = ("chars", "element", "furniture", "heading", "index", "link_chars", "link_density", "tag", "text")
 
-    @property
-    def link_density(self) -> float:
-        return self.link_chars / self.chars if self.chars else 0.0
+    def __init__(
+        self,
+        text: str,
+        chars: int,
+        link_chars: int,
+        element: etree._Element,
+        furniture: bool,
+        index: int = 0,
+    ) -> None:
+        self.text = text
+        self.chars = chars  # non-space characters
+        self.link_chars = link_chars  # non-space characters inside <a>
+        self.link_density = link_chars / chars if chars else 0.0
+        self.element = element  # the nearest block-level element around the text
+        self.tag = element.tag
+        self.furniture = furniture  # inside <nav>/<aside>/<footer> or an element whose class/id says furniture
+        self.heading = self.tag in HEADING_TAGS
+        self.index = index
 
-
-@dataclass(slots=True)
-class Document:
-    root: etree._Element | None
-    blocks: list[Block] = field(default_factory=list)
+    def __repr__(self) -> str:
+        return f"Block({self.index}, {self.tag}, {self.chars}, {self.text[:30]!r})"
 
 
 _PARSER_OPTIONS = {"remove_comments": True, "remove_pis": True, "no_network": True, "huge_tree": False}
@@ -213,7 +211,9 @@ _word_kinds: dict[str, int] = {}  # class/id word -> 0, _FURNITURE or _KEEP; wor
 def _word_kind(word: str) -> int:
     kind = _word_kinds.get(word)
     if kind is None:
-        if any(part in word for part in _KEEP_PARTS):
+        if word.startswith(_STATE_PREFIXES):  # "has-sidebar", "uix_hasCrumbs": a page state, not a region
+            kind = 0
+        elif any(part in word for part in _KEEP_PARTS):
             kind = _KEEP
         elif word in _FURNITURE_WORDS or any(part in word for part in _FURNITURE_PARTS):
             kind = _FURNITURE
@@ -240,17 +240,12 @@ def _says_furniture(names: str) -> bool:
     return verdict
 
 
-def _is_hidden(element: etree._Element, keys: list[str]) -> bool:
-    if "hidden" in keys:
-        return True
-    style = element.get("style") if "style" in keys else None
-    return bool(style and ("none" in style or "hidden" in style) and _HIDDEN_STYLE.search(style))
-
-
 def linearise(root: etree._Element) -> list[Block]:
     """Walk the tree once and cut its visible text into blocks (see the module docstring).
 
-    Prunes ``SKIP_TAGS`` from the tree (in C) first, so call it after reading ``<head>``."""
+    Prunes ``SKIP_TAGS`` from the tree (in C) first, so call it after reading ``<head>``. Per element the walk
+    reads the tag and two attributes once, on entry; only block-level elements have their class/id read (only
+    they can hold a whole sidebar or comment thread)."""
     etree.strip_elements(root, *SKIP_TAGS, with_tail=False)
     blocks: list[Block] = []
     pieces: list[str] = []
@@ -258,8 +253,7 @@ def linearise(root: etree._Element) -> list[Block]:
     block_stack: list[etree._Element] = [root]  # the innermost open block-level element is the text's home
     furniture: set[etree._Element] = set()  # open elements that mark their subtree as furniture
     hidden: set[etree._Element] = set()  # elements whose subtree is skipped (their tail is still visible)
-    table_depth = link_depth = 0
-    block_tags, boilerplate_tags = BLOCK_TAGS, BOILERPLATE_TAGS
+    block_tags, boilerplate_tags, says_furniture = BLOCK_TAGS, BOILERPLATE_TAGS, _says_furniture
 
     def flush() -> None:
         nonlocal link_chars
@@ -267,30 +261,18 @@ def linearise(root: etree._Element) -> list[Block]:
         pieces.clear()
         if text:
             chars = len(text) - text.count(" ")
-            element = block_stack[-1]
-            tag = element.tag
-            blocks.append(
-                Block(
-                    text=text,
-                    chars=chars,
-                    link_chars=min(link_chars, chars),
-                    element=element,
-                    tag=tag,
-                    furniture=bool(furniture),
-                    heading=tag in HEADING_TAGS,
-                    in_table=table_depth > 0,
-                    depth=len(block_stack),
-                    index=len(blocks),
-                )
-            )
+            blocks.append(Block(text, chars, min(link_chars, chars), block_stack[-1], bool(furniture), len(blocks)))
         link_chars = 0
 
+    links: list[etree._Element] = []  # open <a> elements
     walker = etree.iterwalk(root, events=("start", "end"))
     for event, element in walker:
-        tag = element.tag
         if event == "start":
-            keys = element.keys()
-            if keys and _is_hidden(element, keys):
+            tag = element.tag
+            style = element.get("style")
+            if (style and ("none" in style or "hidden" in style) and _HIDDEN_STYLE.search(style)) or element.get(
+                "hidden"
+            ) is not None:
                 walker.skip_subtree()
                 hidden.add(element)
                 continue
@@ -298,42 +280,39 @@ def linearise(root: etree._Element) -> list[Block]:
                 if pieces:
                     flush()
                 block_stack.append(element)
-                # Only block-level containers can hold a whole sidebar or comment thread; skipping the inline
-                # majority (a, span, img...) halves the cost of the class/id test.
-                if "class" in keys or "id" in keys:
-                    names = (element.get("class") or "") + " " + (element.get("id") or "")
-                    if _says_furniture(names):
+                if tag in boilerplate_tags:
+                    furniture.add(element)
+                elif tag not in _PAGE_TAGS:  # the page as a whole is never furniture, whatever its class says
+                    names = element.get("class")
+                    identifier = element.get("id")
+                    if identifier:
+                        names = f"{names} {identifier}" if names else identifier
+                    if names and says_furniture(names):
                         furniture.add(element)
-            if tag in boilerplate_tags:
-                furniture.add(element)
-            if tag == "a":
-                link_depth += 1
-            elif tag == "table":
-                table_depth += 1
+            elif tag == "a":
+                links.append(element)
             text = element.text
             if text:
                 pieces.append(text)
-                if link_depth:
-                    link_chars += len("".join(text.split()))
+                if links:
+                    link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
             continue
-        if hidden and element in hidden:
-            hidden.discard(element)
-        else:
-            if tag in block_tags:
-                if pieces:
-                    flush()
-                block_stack.pop()
-            if tag == "a":
-                link_depth -= 1
-            elif tag == "table":
-                table_depth -= 1
+        # End of an element: identity tests against the open stacks, cheaper than reading the tag again.
+        if element is block_stack[-1]:
+            if pieces:
+                flush()
+            block_stack.pop()
             if furniture:
                 furniture.discard(element)
+        elif links and element is links[-1]:
+            links.pop()
+        elif hidden and element in hidden:
+            hidden.discard(element)
         text = element.tail
         if text:
             pieces.append(text)
-            if link_depth:
-                link_chars += len("".join(text.split()))
+            if links:
+                link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
     if pieces:
         flush()
     return blocks
