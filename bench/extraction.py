@@ -23,6 +23,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import re
 import statistics
 import time
 import traceback
@@ -115,6 +116,9 @@ def trafilatura_extractor() -> Extractor:
     return run
 
 
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def readability_extractor() -> Extractor:
     import logging
 
@@ -127,7 +131,8 @@ def readability_extractor() -> Extractor:
     def run(page: Page) -> str:
         html, _ = decode_html(page.body)
         summary = Document(html, url=page.url or None).summary(html_partial=True)
-        root = lxml.html.fromstring(summary)
+        # lxml refuses control characters in text it is given back (the tails set below), though it parsed them.
+        root = lxml.html.fromstring(_CONTROL_CHARS.sub("", summary))
         for element in root.iter(*block_tags):  # keep paragraphs apart, as a reader sees them
             element.tail = "\n" + (element.tail or "")
         return root.text_content().strip()

@@ -34,6 +34,9 @@ SEARCH_SPACE = {
     "repeat_levels": [0, 2, 4, 6],
     "spread_share": [0.0, 0.35, 0.5, 0.65],
     "dedupe_chars": [0, 30, 100],
+    "article_link_max": [0.6, 0.8, 0.95, 2.0],
+    "end_ratio": [0.0, 0.35, 0.5, 0.7],
+    "end_tiny": [10, 15, 20],
 }
 
 

@@ -50,12 +50,17 @@ def _headline_index(blocks: list[Block], title: str | None) -> int | None:
     if not title:
         return None
     for block in blocks:
-        if block.heading and block.text == title:
+        # A heading that is a link is a teaser of another page (listings name themselves after one of them).
+        if block.heading and block.text == title and block.link_density < 0.5:
             return block.index
     # Many CMSs show the headline in a styled <div>/<td>, not a heading: the first plain (not a link, not
     # furniture) line reading exactly the title.
     for block in blocks:
         if block.text == title and not block.furniture and block.link_density < 0.5:
+            return block.index
+    # A heading broken into lines (a kicker or a subtitle nested in the <h1>): the title is its whole text.
+    for block in blocks:
+        if block.heading and block.link_density < 0.5 and 2 * len(block.text) >= len(title) and block.text in title:
             return block.index
     return None
 

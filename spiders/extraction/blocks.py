@@ -31,6 +31,11 @@ class Params:
     include_headline: bool = True  # an article's text starts with its headline (when the region is anchored on it)
     dedupe_chars: int = 30  # a block repeating an earlier one this long is dropped (print copies, quotes of quotes)
     spread_share: float = 0.5  # no headline-anchored article and the dense region holds less of the page's text
+    end_drop: float = 0.25  # the region ends where its running value falls to this share of its peak ...
+    article_link_max: float = 0.8  # ... but in an article under its headline only lines less linked than this
+    end_ratio: float = 0.5  # ... when the blocks after that valley are this much shorter than the article's (0: off)
+    comments_cut: bool = True  # an article ends at a short line announcing its comments ("13 Comment(s)")
+    end_tiny: int = 15  # ... and most of them are no longer than this (votes, counters, buttons, form labels)
 
 
 def block_value(block: Block, params: Params) -> float:
@@ -82,6 +87,65 @@ def _anchored_region(values: list[float], cost: float, anchor: int, reach: int) 
         if prefix - low > best:
             best, best_span = prefix - low, (low_start, end + 1)
     return best_span, best
+
+
+def _article_end(
+    blocks: list[Block], values: list[float], cost: float, span: tuple[int, int], params: Params
+) -> tuple[int, int]:
+    """Where a short article runs on into comments, rating widgets and teaser lists: the region's running value
+    sinks into a deep valley (a stretch of link lists and form labels) and what follows is made of much shorter
+    lines (user names, dates, votes) than the article before it: most of them hold at most ``end_tiny``
+    characters and their mean is below ``end_ratio`` of the article's. Cut the region at that valley.
+    Linear: prefix sums answer each valley's questions in O(1)."""
+    start, end = span
+    text = [0]  # prefix sums of non-link characters ...
+    tiny = [0]  # ... and of tiny lines, over the span
+    for i in range(start, end):
+        own = blocks[i].chars - blocks[i].link_chars
+        text.append(text[-1] + own)
+        tiny.append(tiny[-1] + (own <= params.end_tiny))
+    following = [end] * (end - start + 1)  # the first block at or after i worth more than the cost
+    for i in range(end - 1, start - 1, -1):
+        following[i - start] = i if values[i] > cost else following[i - start + 1]
+    running = peak = 0.0
+    peak_end = start
+    for i in range(start, end):
+        running += values[i] - cost
+        if running > peak:
+            peak, peak_end = running, i + 1
+        elif peak > 0 and running <= params.end_drop * peak:
+            rest = following[i + 1 - start]
+            if rest < end:
+                rest_lines, article_lines = end - rest, peak_end - start
+                rest_mean = (text[end - start] - text[rest - start]) / rest_lines
+                article_mean = text[peak_end - start] / article_lines
+                mostly_tiny = 2 * (tiny[end - start] - tiny[rest - start]) > rest_lines
+                if mostly_tiny and rest_mean < params.end_ratio * article_mean:
+                    return (start, peak_end)
+            running = peak = 0.0  # judge later valleys on their own
+    return span
+
+
+# "Comments", in the languages of the pages: a short line holding one of these announces the readers' comments.
+_COMMENT_WORDS = ("comment", "коммент", "komentar", "kommentar", "σχόλι", "评论", "留言", "opini", "відгук", "отзыв")
+
+
+def _before_comments(blocks: list[Block], values: list[float], span: tuple[int, int]) -> tuple[int, int]:
+    """End an article's region at the short line announcing its comments ("13 Comment(s)", "Комментарии (4)"),
+    when at least half of the region's value comes before it."""
+    start, end = span
+    total = sum(v for v in values[start:end] if v > 0)
+    before = 0.0
+    for i in range(start, end):
+        block = blocks[i]
+        # Not a list item: a tab or menu entry "Comments (0)" can sit above the text.
+        if i > start and block.chars <= 40 and block.tag != "li" and before >= 0.5 * total:
+            lowered = block.text.lower()
+            if any(word in lowered for word in _COMMENT_WORDS):
+                return (start, i)
+        if values[i] > 0:
+            before += values[i]
+    return span
 
 
 def _container(blocks: list[Block], values: list[float], span: tuple[int, int], params: Params) -> etree._Element:
@@ -175,6 +239,10 @@ def select_blocks(blocks: list[Block], params: Params | None = None, headline: i
         positive = sum(v for v in values if v > 0)
         if positive and sum(v for v in values[span[0] : span[1]] if v > 0) < params.spread_share * positive:
             spread, span = True, (0, len(blocks))
+    if params.end_ratio and not spread:
+        span = _article_end(blocks, values, cost, span, params)
+    if params.comments_cut and article:
+        span = _before_comments(blocks, values, span)
     container = _container(blocks, values, span, params)
     inside = set(container.iter())
     if spread:
@@ -191,7 +259,9 @@ def select_blocks(blocks: list[Block], params: Params | None = None, headline: i
         if not in_region and block.element not in inside:
             continue
         if block.link_density > params.link_density_max and not (
-            (in_region or spread) and block.chars >= params.region_link_chars and not furniture
+            ((in_region and (not article or block.link_density < params.article_link_max)) or spread)
+            and block.chars >= params.region_link_chars
+            and not furniture
         ):
             continue
         if furniture and not in_region:

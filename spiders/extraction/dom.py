@@ -95,6 +95,42 @@ SKIP_TAGS = frozenset(
         "video",
     ]
 )
+# Text-free elements and inline formatting: removed (the former, tails kept) or unwrapped (the latter, text and
+# children kept) in C before the walk, which then visits about a fifth fewer elements. <a> stays: link text counts.
+VOID_TAGS = ("img", "picture", "source", "track", "wbr", "area", "param", "col", "colgroup")
+INLINE_TAGS = (
+    "span",
+    "b",
+    "i",
+    "u",
+    "s",
+    "q",
+    "em",
+    "strong",
+    "font",
+    "small",
+    "big",
+    "sup",
+    "sub",
+    "abbr",
+    "cite",
+    "code",
+    "mark",
+    "time",
+    "label",
+    "strike",
+    "tt",
+    "var",
+    "kbd",
+    "ins",
+    "del",
+    "bdi",
+    "bdo",
+    "nobr",
+    "dfn",
+    "samp",
+    "data",
+)
 _PAGE_TAGS = frozenset(("html", "body"))
 HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 # Containers that are page furniture by definition (HTML5 sectioning semantics).
@@ -108,6 +144,8 @@ BOILERPLATE_TAGS = frozenset(("nav", "aside", "footer", "button"))
 # ~25 µs per class string, this ~2 µs.
 _FURNITURE_PARTS = (
     "comment",
+    "komentar",  # Polish, Czech, Slovak, Croatian ... (komentarze, komentare)
+    "kommentar",  # German, Scandinavian
     "disqus",
     "respond",
     "footer",
@@ -213,9 +251,9 @@ def _word_kind(word: str) -> int:
     if kind is None:
         if word.startswith(_STATE_PREFIXES):  # "has-sidebar", "uix_hasCrumbs": a page state, not a region
             kind = 0
-        elif any(part in word for part in _KEEP_PARTS):
+        elif any(map(word.__contains__, _KEEP_PARTS)):  # map over a bound method: no generator frame per part
             kind = _KEEP
-        elif word in _FURNITURE_WORDS or any(part in word for part in _FURNITURE_PARTS):
+        elif word in _FURNITURE_WORDS or any(map(word.__contains__, _FURNITURE_PARTS)):
             kind = _FURNITURE
         else:
             kind = 0
@@ -240,45 +278,72 @@ def _says_furniture(names: str) -> bool:
     return verdict
 
 
+# Hidden elements: their style and hidden attributes, found in C (an attribute-axis XPath is several times
+# cheaper than a predicate over every element, or than reading two attributes per element in the walk).
+_HIDING_ATTRIBUTES = etree.XPath("//@style|//@hidden")
+
+
+def _drop_hidden(root: etree._Element) -> bool:
+    """Remove hidden subtrees, keeping their tails (the text after a hidden element is visible). False when the
+    whole page is hidden."""
+    hidden = []
+    for value in _HIDING_ATTRIBUTES(root):
+        if value.attrname == "hidden" or (("none" in value or "hidden" in value) and _HIDDEN_STYLE.search(value)):
+            hidden.append(value.getparent())
+    for element in hidden:
+        parent = element.getparent()
+        if parent is None:
+            if element is root:
+                return False
+            continue  # already inside a removed subtree
+        tail = element.tail
+        if tail:
+            previous = element.getprevious()
+            if previous is not None:
+                previous.tail = (previous.tail or "") + tail
+            else:
+                parent.text = (parent.text or "") + tail
+        parent.remove(element)
+    return True
+
+
 def linearise(root: etree._Element) -> list[Block]:
     """Walk the tree once and cut its visible text into blocks (see the module docstring).
 
-    Prunes ``SKIP_TAGS`` from the tree (in C) first, so call it after reading ``<head>``. Per element the walk
-    reads the tag and two attributes once, on entry; only block-level elements have their class/id read (only
-    they can hold a whole sidebar or comment thread)."""
+    Prunes ``SKIP_TAGS`` and hidden subtrees from the tree first (found in C), so call it after reading
+    ``<head>``. Per element the walk then reads only the tag, text and tail; block-level elements also have their
+    class/id read (only they can hold a whole sidebar or comment thread)."""
     etree.strip_elements(root, *SKIP_TAGS, with_tail=False)
+    if not _drop_hidden(root):
+        return []
+    etree.strip_elements(root, *VOID_TAGS, with_tail=False)
+    etree.strip_tags(root, *INLINE_TAGS)
     blocks: list[Block] = []
     pieces: list[str] = []
+    visible = False  # whether ``pieces`` hold more than white space
     link_chars = 0
     block_stack: list[etree._Element] = [root]  # the innermost open block-level element is the text's home
     furniture: set[etree._Element] = set()  # open elements that mark their subtree as furniture
-    hidden: set[etree._Element] = set()  # elements whose subtree is skipped (their tail is still visible)
     block_tags, boilerplate_tags, says_furniture = BLOCK_TAGS, BOILERPLATE_TAGS, _says_furniture
 
-    def flush() -> None:
-        nonlocal link_chars
+    def flush() -> None:  # called only when ``pieces`` hold visible text
+        nonlocal link_chars, visible
         text = " ".join("".join(pieces).split())
+        chars = len(text) - text.count(" ")
+        blocks.append(Block(text, chars, min(link_chars, chars), block_stack[-1], bool(furniture), len(blocks)))
         pieces.clear()
-        if text:
-            chars = len(text) - text.count(" ")
-            blocks.append(Block(text, chars, min(link_chars, chars), block_stack[-1], bool(furniture), len(blocks)))
-        link_chars = 0
+        link_chars, visible = 0, False
 
     links: list[etree._Element] = []  # open <a> elements
-    walker = etree.iterwalk(root, events=("start", "end"))
-    for event, element in walker:
+    for event, element in etree.iterwalk(root, events=("start", "end")):
         if event == "start":
             tag = element.tag
-            style = element.get("style")
-            if (style and ("none" in style or "hidden" in style) and _HIDDEN_STYLE.search(style)) or element.get(
-                "hidden"
-            ) is not None:
-                walker.skip_subtree()
-                hidden.add(element)
-                continue
             if tag in block_tags:
-                if pieces:
+                if visible:
                     flush()
+                elif pieces:  # white space between blocks: no call
+                    pieces.clear()
+                    link_chars = 0
                 block_stack.append(element)
                 if tag in boilerplate_tags:
                     furniture.add(element)
@@ -294,25 +359,30 @@ def linearise(root: etree._Element) -> list[Block]:
             text = element.text
             if text:
                 pieces.append(text)
+                if not visible and not text.isspace():
+                    visible = True
                 if links:
                     link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
             continue
         # End of an element: identity tests against the open stacks, cheaper than reading the tag again.
         if element is block_stack[-1]:
-            if pieces:
+            if visible:
                 flush()
+            elif pieces:
+                pieces.clear()
+                link_chars = 0
             block_stack.pop()
             if furniture:
                 furniture.discard(element)
         elif links and element is links[-1]:
             links.pop()
-        elif hidden and element in hidden:
-            hidden.discard(element)
         text = element.tail
         if text:
             pieces.append(text)
+            if not visible and not text.isspace():
+                visible = True
             if links:
                 link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
-    if pieces:
+    if visible:
         flush()
     return blocks
