@@ -252,9 +252,10 @@ define("CRAWLFLEET_BLOOM_COUNTING", False,
        parse=parse_bool)
 define("CRAWLFLEET_BLOOM_GROWTH", 2, "Capacity factor of each new layer.", group="dedup", parse=int)
 define("CRAWLFLEET_BLOOM_TIGHTENING", 0.5, "Error-rate factor of each new layer.", group="dedup", parse=float)
-define("CRAWLFLEET_BLOOM_MEMORY_SLACK", 0.0,
+define("CRAWLFLEET_BLOOM_MEMORY_SLACK", 0.005,
        "Memory the filter may spend above the fewest bits to use fewer hash functions (each one is a Redis "
-       "operation per URL); 0.03 gives 5 instead of 7 hashes per group at 0.0001.", group="dedup", parse=float)
+       "operation per URL): 0.005 gives 6 instead of 7 hashes per group at 0.0001 (14% fewer operations for "
+       "+0.25% memory); 0 the fewest bits.", group="dedup", parse=float)
 define("CRAWLFLEET_BLOOM_CRAWL_TTL", 7 * 86400,
        "Seconds a per-crawl filter lives after its last use (slid forward while the crawl runs).", group="dedup",
        parse=float)

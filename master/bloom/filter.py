@@ -4,10 +4,11 @@ A filter is a namespace (``global``, or one per crawl) of ``S`` shards. A URL's 
 shard is an independent scalable Bloom filter: layers of ``h`` group arrays (:mod:`master.bloom.sizing`), whose
 layout lives in the shard's meta hash, all under one hash tag (a Redis Cluster spreads the shards).
 
-Bit filter: a batch costs one ``BITFIELD`` per part key it touches (a layer has one part up to 64 MB, so: one per
-shard), all pipelined in one round trip per node, then one pipeline of counts (:mod:`master.bloom.direct`; a shard
-that has grown adds a round of ``GET`` on its older layers first). All cells of a URL are in one part string, so
-its check-and-add is one atomic ``BITFIELD``: of two workers adding the same URL, exactly one sees it new.
+Bit filter: a batch costs one round trip — one ``BITFIELD`` per part key it touches (per chunk of
+:data:`master.bloom.direct.CHUNK` URLs) and one ``HMGET`` per shard, in one write per node — and its counts are
+then written without waiting (:mod:`master.bloom.direct`; a shard that has grown adds a round of ``GET`` on its
+older layers first). All cells of a URL are in one part string, so its check-and-add is one atomic
+``BITFIELD``: of two workers adding the same URL, exactly one sees it new.
 Counting filter: one Lua call per shard (``lua/counting.lua``), atomic per shard. Layers are added by
 ``lua/grow.lua`` (preallocated, idempotent).
 
@@ -173,7 +174,12 @@ class BloomFilter:
     # --- batches -------------------------------------------------------------------------------------------------
     def add(self, urls: Sequence[str]) -> list[bool]:
         """Check-and-add: for each URL, True when it was new (and is now in the filter)."""
-        return self.add_hashes(hash_batch(url_fingerprints(urls))).verdicts.tolist()
+        if self.spec.counting:
+            return self.add_hashes(hash_batch(url_fingerprints(urls))).verdicts.tolist()
+        urls = urls if isinstance(urls, list | tuple) else list(urls)
+        # Fingerprinted chunk by chunk, each chunk hashed while Redis sets the one before (direct.py).
+        return self._add_lazily(len(urls), lambda start, stop: hash_batch(url_fingerprints(urls[start:stop]))
+                                ).verdicts.tolist()
 
     def contains(self, urls: Sequence[str]) -> list[bool]:
         """For each URL, True when the filter (probably) holds it. Adds nothing."""
@@ -191,9 +197,23 @@ class BloomFilter:
     def _script(self) -> Any:
         return self._scripts.counting
 
+    def _add_lazily(self, total: int, hashes: Any) -> BatchResult:
+        """The bit filter's pipelined check-and-add; ``hashes(start, stop)`` is the HashBatch of those URLs."""
+        verdicts = np.zeros(total, dtype=bool)
+        result = BatchResult(verdicts)
+
+        def chunk(start: int, stop: int) -> tuple[np.ndarray, ...]:
+            batch = hashes(start, stop)
+            return batch.h1, batch.h2, batch.shard_key.astype(np.float64), batch.shards(self.spec.shards)
+
+        self._direct.add_pipelined(total, chunk, verdicts, result.grown, MAX_ROUNDS)
+        return result
+
     def _run(self, mode: str, batch: HashBatch) -> BatchResult:
         if self.spec.counting or mode == "remove":
             return self._run_scripted(mode, batch)
+        if mode == "add":
+            return self._add_lazily(len(batch), lambda start, stop: batch.sliced(start, stop))
         verdicts = np.zeros(len(batch), dtype=bool)
         result = BatchResult(verdicts)
         self._direct.run(mode, batch.h1, batch.h2, batch.shard_key.astype(np.float64),
@@ -295,12 +315,14 @@ class BloomFilter:
         return out
 
     def delete(self) -> None:
+        self._direct.quiet.barrier()
         for shard, meta in enumerate(self._meta):
             self._scripts.admin(keys=[meta], args=["delete"])
             self._direct.forget(shard)
         self.redis.delete(keys.bloom_meta(self.namespace))
 
     def shards(self) -> list[ShardInfo]:
+        self._direct.quiet.barrier()  # the counts this process wrote without waiting are in
         out = []
         for shard, meta in enumerate(self._meta):
             raw = self.redis.hgetall(meta)

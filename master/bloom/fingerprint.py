@@ -142,6 +142,9 @@ class HashBatch:
     def __len__(self) -> int:
         return len(self.h1)
 
+    def sliced(self, start: int, stop: int) -> HashBatch:
+        return HashBatch(self.h1[start:stop], self.h2[start:stop], self.shard_key[start:stop])
+
     def shards(self, count: int) -> np.ndarray:
         return (self.shard_key % np.uint64(count)).astype(np.int64)
 

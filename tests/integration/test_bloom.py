@@ -5,10 +5,12 @@ import json
 import random
 import threading
 
+import numpy as np
 import pytest
+from redis.exceptions import ResponseError
 
 from deploy.procs import wait_for
-from master.bloom import BloomFilter, BloomSpec, CountingBloomFilter, open_filter, sizing
+from master.bloom import BloomFilter, BloomSpec, CountingBloomFilter, direct, open_filter, resp, sizing
 from master.bloom.fingerprint import hash_batch, positions, url_fingerprint
 from messaging import keys
 
@@ -45,7 +47,9 @@ def test_cells_set_are_the_documented_ones(cf):
     assert redis.bitcount(key) == len(offsets)
 
 
-def test_concurrent_workers_see_a_new_url_exactly_once(cf):
+@pytest.mark.parametrize("chunk", [direct.CHUNK, 64])
+def test_concurrent_workers_see_a_new_url_exactly_once(cf, monkeypatch, chunk):
+    monkeypatch.setattr(direct, "CHUNK", chunk)  # 64: each batch of 100 is two pipelined chunks
     spec = BloomSpec(capacity=20_000, shards=8)
     open_filter(cf.redis(), "race", spec)
     urls = _urls("race", 1500)
@@ -72,6 +76,34 @@ def test_concurrent_workers_see_a_new_url_exactly_once(cf):
             news[url] += new
     assert len(verdicts) == 4
     assert set(news.values()) == {1}
+
+
+def test_a_url_repeated_across_the_chunks_of_a_batch_is_new_once(cf, monkeypatch):
+    monkeypatch.setattr(direct, "CHUNK", 50)
+    bloom = open_filter(cf.redis(), "chunks", BloomSpec(capacity=5_000, shards=4))
+    urls = _urls("c", 300)
+    variants = [url.replace("http://www.site", "HTTP://WWW.SITE").replace(".test/", ".TEST:80/") for url in urls]
+    batch = [(url, url) for url in urls + urls[::3]] + list(zip(variants[:20], urls[:20], strict=True))
+    random.Random(1).shuffle(batch)
+    first = {}
+    for i, (_, url) in enumerate(batch):
+        first.setdefault(url, i)
+    assert bloom.add([sent for sent, _ in batch]) == [first[url] == i for i, (_, url) in enumerate(batch)]
+    assert bloom.count() == 300  # the counts written without waiting for a reply are in
+
+
+def test_raw_bitfield_replies_keep_errors_and_the_connection_in_step(cf):
+    redis = cf.redis()
+    redis.rpush("not-a-string", "x")
+    window = resp.Window(redis)
+    offsets = [np.array([3, 70, 1_000_000], dtype=np.uint64), np.array([1], dtype=np.uint64),
+               np.array([3, 5], dtype=np.uint64)]
+    keys_ = ["bits", "not-a-string", "bits"]
+    window.send(list(zip(keys_, resp.pack_many(keys_, b"SET", offsets, b"1"), strict=True)), [3, 1, 2])
+    first, error, last = window.collect()
+    assert first.tolist() == [0, 0, 0] and last.tolist() == [1, 0]
+    assert isinstance(error, ResponseError) and "WRONGTYPE" in str(error)
+    assert redis.ping() and redis.getbit("bits", 1_000_000) == 1  # the pooled connection is still in step
 
 
 def test_counting_filter_removes_and_saturation_never_decrements(cf):
@@ -193,6 +225,7 @@ def test_cluster_spreads_shards_and_stays_atomic(cf_cluster):
     def worker():
         other = BloomFilter.open(cf_cluster.redis(), "global", spec)
         verdicts.append(other.add(_urls("race", 400)))
+        other.count()  # returns once this worker's counts, written without waiting, are in
 
     threads = [threading.Thread(target=worker) for _ in range(3)]
     for thread in threads:
@@ -200,3 +233,4 @@ def test_cluster_spreads_shards_and_stays_atomic(cf_cluster):
     for thread in threads:
         thread.join(timeout=120)
     assert [sum(column) for column in zip(*verdicts, strict=True)] == [1] * 400
+    assert bloom.count() == 2000 + 400  # counts written with CLIENT REPLY SKIP reach every node

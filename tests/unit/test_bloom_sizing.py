@@ -171,7 +171,7 @@ def test_vectorised_cells_match_the_reference_positions():
 def test_packed_bitfield_is_the_resp_redis_py_would_send():
     from redis.connection import Connection
 
-    from master.bloom.direct import pack_bitfield
+    from master.bloom.resp import pack_bitfield
 
     offsets = np.array([0, 7, 9, 10, 99, 12345, 4_294_967_295, 1_000_000_000], dtype=np.uint64)
     args = []
@@ -181,3 +181,27 @@ def test_packed_bitfield_is_the_resp_redis_py_would_send():
     assert pack_bitfield("bloom:k", b"SET", offsets, b"1") == expected
     gets = b"".join(Connection().pack_command("BITFIELD", "k", "GET", "u1", "5", "GET", "u1", "50"))
     assert pack_bitfield("k", b"GET", np.array([5, 50], dtype=np.uint64)) == gets
+
+
+def test_packed_commands_keep_their_operations_apart():
+    from redis.connection import Connection
+
+    from master.bloom.resp import pack_commands
+
+    rng = np.random.default_rng(3)
+    keys = [f"bloom:k{i}" for i in range(300)]  # more commands than a byte counts
+    command_of = rng.integers(0, len(keys), 5000)
+    offsets = rng.integers(0, 1 << 32, 5000, dtype=np.uint64) >> rng.integers(0, 32, 5000).astype(np.uint64)
+    packed, replies = pack_commands(keys, b"GET", None, offsets, command_of)
+    at = 0
+    for c, (key, raw) in enumerate(zip(keys, packed, strict=True)):
+        mine = np.flatnonzero(command_of == c)
+        sent = replies[at:at + len(mine)]
+        at += len(mine)
+        assert sorted(sent.tolist()) == mine.tolist()  # the reply positions of command c are its operations
+        digits = [len(str(int(offsets[i]))) for i in sent]
+        assert digits == sorted(digits)  # grouped by digit count …
+        same = [i for i in sent if len(str(int(offsets[i]))) == digits[0]]
+        assert same == sorted(same)  # … in their given order within one count
+        args = [a for i in sent for a in ("GET", "u1", str(int(offsets[i])))]
+        assert raw == b"".join(Connection().pack_command("BITFIELD", key, *args))

@@ -1,0 +1,339 @@
+"""The bit filter's wire: ``BITFIELD`` commands packed as RESP in numpy, written without waiting, read raw.
+
+**Packing** (:func:`pack_commands`). A URL costs 10 to 14 ``BITFIELD`` operations (``SET u1 <offset> 1``, 37
+bytes): formatting them one by one in Python costs more than Redis takes to run them. The operations of each
+command are regrouped by the number of decimal digits of their offset (stably: operations on one cell keep their
+order); each digit count is one fixed-width matrix (a template row repeated, its digit columns written two at a
+time from a ``00``…``99`` table), and a command is the concatenation of one slice per digit count.
+
+**Sending** (:class:`Window`). Commands are written to the socket of their Redis node as soon as they are packed
+and the replies read at :meth:`Window.collect`; one connection per node is held from the first write to the
+collect, so commands reach a node in the order they were written. The socket's send buffer is widened so that a
+write returns while Redis works. An error reply is kept as the value of its command; the connection stays in
+step.
+
+**Reading.** A u1 ``BITFIELD`` reply is ``*<n>`` then ``n`` times ``:0`` or ``:1`` (4 bytes each):
+:func:`read_bit_replies` reads them from the socket into numpy, instead of hiredis building a Python int per bit
+(the connection's hiredis reader must hold nothing, which :class:`Window` checks; other replies go through
+redis-py).
+
+**Counters** (:class:`QuietLine`): commands nobody waits for, each behind ``CLIENT REPLY SKIP``, on connections
+that never return to a pool; :meth:`QuietLine.barrier` waits until Redis ran them."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import InvalidResponse, ResponseError
+
+_POW10 = np.array([10**i for i in range(1, 10)], dtype=np.uint32)
+log = logging.getLogger(__name__)
+_TENS = np.array([48 + i // 10 for i in range(100)], dtype=np.uint8)  # the characters of 00 … 99
+_ONES = np.array([48 + i % 10 for i in range(100)], dtype=np.uint8)
+SEND_BUFFER = 1 << 20  # bytes; a batch of 1,000 URLs is about 0.5 MB of BITFIELD
+MAX_OFFSET = (1 << 32) - 1  # a Redis string holds at most 512 MB = 2^32 bits
+
+
+def pack_bitfield(key: str, verb: bytes, offsets: np.ndarray, value: bytes | None = None,
+                  width: bytes = b"u1") -> bytes:
+    """``BITFIELD key <verb> <width> <offset> [value] ...`` as RESP, one operation per offset."""
+    return pack_many([key], verb, [offsets], value, width)[0]
+
+
+def pack_many(keys: Sequence[str], verb: bytes, offsets: Sequence[np.ndarray], value: bytes | None = None,
+              width: bytes = b"u1") -> list[bytes]:
+    """One ``BITFIELD`` per key on its offsets (grouped by digit count, see :func:`pack_commands`)."""
+    counts = [len(chunk) for chunk in offsets]
+    values = np.concatenate(offsets) if counts else np.empty(0, dtype=np.uint32)
+    command_of = np.repeat(np.arange(len(keys)), counts)
+    return pack_commands(keys, verb, value, values, command_of, width)[0]
+
+
+def digit_counts(values: np.ndarray) -> np.ndarray:
+    """Decimal digits of each offset (uint8)."""
+    return (np.searchsorted(_POW10, _offsets(values), side="right") + 1).astype(np.uint8)
+
+
+def _offsets(values: np.ndarray) -> np.ndarray:
+    if len(values) and int(values.max()) > MAX_OFFSET:
+        raise ValueError(f"BITFIELD offsets are below 2^32, got {int(values.max())}")
+    return values.astype(np.uint32, copy=False)
+
+
+def pack_commands(keys: Sequence[str], verb: bytes, value: bytes | None, values: np.ndarray,
+                  command_of: np.ndarray, width: bytes = b"u1") -> tuple[list[bytes], np.ndarray]:
+    """``BITFIELD keys[c] <verb> <width> <offset> [value] …`` with the operations ``i`` of ``command_of[i] == c``.
+
+    A command sends its operations grouped by digit count, in their given order within a count (a stable
+    regrouping: operations on one cell keep their order). Returns the commands and, for the replies read one
+    command after the other, the index in ``values`` of each reply."""
+    values = _offsets(values)
+    command_of = np.asarray(command_of, dtype=np.int64)
+    commands = len(keys)
+    digits = digit_counts(values).astype(np.int64)
+    narrow = np.uint16 if 11 * commands < 1 << 16 else np.uint32  # small keys: numpy radix-sorts them
+    layout = np.argsort((digits * commands + command_of).astype(narrow), kind="stable")  # by count, then command
+    replies = np.argsort((command_of * 16 + digits).astype(narrow if commands < 4096 else np.uint32), kind="stable")
+    table = np.bincount(digits * commands + command_of, minlength=11 * commands).reshape(11, -1)
+    present = [count for count in range(1, 11) if table[count].any()]
+    head = b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(verb), verb, len(width), width)
+    tail = b"\r\n" + (b"$%d\r\n%s\r\n" % (len(value), value) if value is not None else b"")
+    # One fixed-width matrix per digit count (a template row repeated), its digit columns written two at a time.
+    ordered = values[layout]
+    blobs: dict[int, tuple[memoryview, int]] = {}
+    low = 0
+    for count in present:
+        high = low + int(table[count].sum())
+        prefix = head + b"$%d\r\n" % count
+        size = len(prefix) + count + len(tail)
+        rows = np.frombuffer(bytearray((prefix + b"0" * count + tail) * (high - low)), dtype=np.uint8)
+        rest = ordered[low:high]
+        end = len(prefix) + count
+        while end - len(prefix) >= 2:
+            quotient = rest // np.uint32(100)
+            pair = rest - quotient * np.uint32(100)
+            rows[end - 2::size] = _TENS.take(pair)
+            rows[end - 1::size] = _ONES.take(pair)
+            rest, end = quotient, end - 2
+        if end > len(prefix):
+            rows[end - 1::size] += rest.astype(np.uint8)
+        blobs[count] = (rows.data, size)
+        low = high
+    firsts = (np.cumsum(table, axis=1) - table).tolist()
+    sizes = table.tolist()
+    per_op = 4 if value is not None else 3
+    out: list[bytes] = []
+    for c, (key, total) in enumerate(zip(keys, table.sum(axis=0).tolist(), strict=True)):
+        name = key.encode()
+        pieces = [b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%s\r\n" % (2 + per_op * total, len(name), name)]
+        for count in present:
+            if sizes[count][c]:
+                blob, size = blobs[count]
+                pieces.append(blob[firsts[count][c] * size:(firsts[count][c] + sizes[count][c]) * size])
+        out.append(b"".join(pieces))
+    return out, replies
+
+
+def command(*args: str | bytes | int) -> bytes:
+    """One command as RESP (for the few small commands sent beside the BITFIELDs)."""
+    parts = [arg if isinstance(arg, bytes) else str(arg).encode() for arg in args]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
+
+
+_SKIP = command(b"CLIENT", b"REPLY", b"SKIP")
+
+
+class Window:
+    """Packed commands sent as they come, one held connection per Redis node; replies read at :meth:`collect`."""
+
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self.cluster = hasattr(redis, "get_node_from_key")
+        self.commands: list[tuple[str, bytes]] = []
+        self.sizes: list[int | None] = []
+        self.open: dict[int, tuple[Any, Any, list[int]]] = {}  # id(pool) -> (pool, connection, command indexes)
+
+    def send(self, commands: Sequence[tuple[str, bytes]], sizes: Sequence[int] | None = None) -> None:
+        """Write ``commands`` (key, RESP) now, one write per node; their replies are read later, in order.
+        ``sizes``: operations of each command when all are u1 ``BITFIELD`` (their replies are then read raw)."""
+        writes: dict[int, list[bytes]] = {}
+        for i, (key, packed) in enumerate(commands):
+            pool = _node_pool(self.redis, key) if self.cluster else self.redis.connection_pool
+            if id(pool) not in self.open:
+                self.open[id(pool)] = (pool, _widened(pool.get_connection()), [])
+            self.open[id(pool)][2].append(len(self.commands))
+            self.commands.append((key, packed))
+            self.sizes.append(sizes[i] if sizes is not None else None)
+            writes.setdefault(id(pool), []).append(packed)
+        for ident, chunks in writes.items():
+            try:
+                self.open[ident][1].send_packed_command([b"".join(chunks)], check_health=False)
+            except BaseException:
+                self.abort()
+                raise
+
+    def collect(self) -> list[Any]:
+        """The replies of every command sent, in sending order (error replies as exception values; u1 BITFIELD
+        replies as uint8 arrays when read raw)."""
+        replies: list[Any] = [None] * len(self.commands)
+        try:
+            for _, connection, indexes in self.open.values():
+                raw = 0  # the leading u1 BITFIELDs are read straight from the socket, the rest by redis-py
+                while raw < len(indexes) and self.sizes[indexes[raw]] is not None:
+                    raw += 1
+                if raw and _raw_ready(connection):
+                    sizes = [self.sizes[i] for i in indexes[:raw]]
+                    for i, reply in zip(indexes, read_bit_replies(connection._sock, sizes), strict=False):
+                        replies[i] = reply
+                    indexes = indexes[raw:]
+                for i in indexes:
+                    try:
+                        replies[i] = connection.read_response()
+                    except ResponseError as exc:  # the error reply is consumed: the connection stays in step
+                        replies[i] = exc
+        except BaseException:
+            self.abort()
+            raise
+        self._release()
+        moved = [i for i, reply in enumerate(replies)
+                 if isinstance(reply, ResponseError) and str(reply).startswith(("MOVED", "ASK"))]
+        if moved and self.cluster:  # slots moved between nodes: learn the new layout and send those again
+            self.redis.nodes_manager.initialize()
+            for i, reply in zip(moved, send(self.redis, [self.commands[i] for i in moved]), strict=True):
+                replies[i] = reply
+        return replies
+
+    def abort(self) -> None:
+        """Drop the connections (their unread replies with them)."""
+        for _, connection, _ in self.open.values():
+            connection.disconnect()
+        self._release()
+
+    def _release(self) -> None:
+        for pool, connection, _ in self.open.values():
+            pool.release(connection)
+        self.open = {}
+
+
+class QuietLine:
+    """Commands whose replies nobody reads (counters): each preceded by ``CLIENT REPLY SKIP``, written on one
+    connection per connection pool (per node) and process, shared by every filter, under a lock, and never handed
+    out by the pool — so that a server refusing ``CLIENT REPLY`` (an ACL) leaves its stray replies there, where
+    they are drained and logged, never read as someone else's reply."""
+
+    _lines: weakref.WeakKeyDictionary[Any, tuple[threading.Lock, list[Any]]] = weakref.WeakKeyDictionary()
+    _guard = threading.Lock()
+
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self.cluster = hasattr(redis, "get_node_from_key")
+        self.pools: dict[int, Any] = {}  # the pools written to, for barrier()
+
+    def send(self, commands: Sequence[tuple[str, bytes]]) -> None:
+        writes: dict[int, tuple[Any, list[bytes]]] = {}
+        for key, packed in commands:
+            pool = _node_pool(self.redis, key) if self.cluster else self.redis.connection_pool
+            writes.setdefault(id(pool), (pool, []))[1].append(_SKIP + packed)
+        for pool, chunks in writes.values():
+            self.pools[id(pool)] = pool
+            self._on_line(pool, lambda line, chunks=chunks: line.send_packed_command([b"".join(chunks)],
+                                                                                      check_health=False))
+
+    def barrier(self) -> None:
+        """Return once Redis has run every command written so far (a PING answered behind them)."""
+        def ping(line: Any) -> None:
+            line.send_packed_command([command(b"PING")], check_health=False)
+            while (reply := line.read_response()) not in (b"PONG", "PONG"):
+                log.warning("Redis answered commands sent with CLIENT REPLY SKIP: %r", reply)
+
+        for pool in list(self.pools.values()):
+            self._on_line(pool, ping)
+
+    @classmethod
+    def _on_line(cls, pool: Any, action: Any) -> None:
+        with cls._guard:
+            lock, holder = cls._lines.setdefault(pool, (threading.Lock(), []))
+        with lock:
+            if not holder:
+                line = pool.make_connection()
+                line.connect()
+                holder.append(line)
+            line = holder[0]
+            try:
+                while line.can_read(timeout=0):
+                    log.warning("Redis answered commands sent with CLIENT REPLY SKIP: %r", line.read_response())
+                action(line)
+            except BaseException:
+                line.disconnect()
+                holder.clear()
+                raise
+
+
+def _widened(connection: Any) -> Any:
+    """The connection with a send buffer of :data:`SEND_BUFFER`: a write then returns at once, while Redis works,
+    instead of waiting for it to read most of the chunk (TCP starts a socket at 16 kB)."""
+    sock = getattr(connection, "_sock", None)
+    if sock is not None and sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) < SEND_BUFFER:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+    return connection
+
+
+def _raw_ready(connection: Any) -> bool:
+    """Whether the socket can be read directly: hiredis's reader holds no byte of ours (it never does between
+    complete replies; the check keeps the raw reader off any other parser)."""
+    reader = getattr(getattr(connection, "_parser", None), "_reader", None)
+    return getattr(connection, "_sock", None) is not None and hasattr(reader, "has_data") and not reader.has_data()
+
+
+def read_bit_replies(sock: Any, sizes: Sequence[int]) -> list[Any]:
+    """Read the replies of u1 ``BITFIELD`` commands of ``sizes`` operations straight from the socket.
+
+    Such a reply is ``*<n>\\r\\n`` then ``n`` times ``:0\\r\\n`` or ``:1\\r\\n``: 4 bytes per bit, so one numpy
+    stride reads them all, instead of hiredis building a Python int per bit. An error reply (``-…``) becomes a
+    :class:`ResponseError` value. Anything else, or a wrong count, is a protocol error (the caller drops the
+    connection)."""
+    buf = bytearray(sum(4 * n + 16 for n in sizes))
+    filled = pos = 0
+
+    def fill(need: int) -> None:  # never past ``need``: the bytes after these replies are redis-py's to read
+        nonlocal buf, filled
+        if need > len(buf):
+            grown = bytearray(max(need, 2 * len(buf)))
+            grown[:filled] = buf[:filled]
+            buf = grown
+        view = memoryview(buf)
+        try:
+            while filled < need:
+                got = sock.recv_into(view[filled:need])
+                if not got:
+                    raise RedisConnectionError("Redis closed the connection while replying")
+                filled += got
+        except OSError as exc:
+            raise RedisConnectionError(f"reading BITFIELD replies: {exc}") from exc
+        finally:
+            view.release()
+
+    out: list[Any] = []
+    for size in sizes:
+        fill(pos + 1)
+        if buf[pos] == ord("-"):  # an error line: rare, read byte by byte to its end
+            while not buf[pos:filled].endswith(b"\r\n"):
+                fill(filled + 1)
+            out.append(ResponseError(bytes(buf[pos + 1:filled - 2]).decode(errors="replace")))
+            pos = filled
+            continue
+        header = b"*%d\r\n" % size
+        fill(pos + len(header))
+        if bytes(buf[pos:pos + len(header)]) != header:
+            raise InvalidResponse(f"unexpected reply to a u1 BITFIELD of {size}: {bytes(buf[pos:filled])!r}")
+        pos += len(header)
+        fill(pos + 4 * size)
+        cells = np.frombuffer(buf, dtype=np.uint8, count=4 * size, offset=pos).reshape(-1, 4)
+        if size and not ((cells[:, 0] == ord(":")) & (cells[:, 2] == ord("\r"))).all():
+            raise InvalidResponse("a u1 BITFIELD reply holds something else than 0 and 1")
+        out.append(cells[:, 1] - ord("0"))
+        del cells
+        pos += 4 * size
+    if pos != filled:
+        raise InvalidResponse("bytes left after the BITFIELD replies")
+    return out
+
+
+def send(redis: Any, commands: Sequence[tuple[str, bytes]], sizes: Sequence[int] | None = None) -> list[Any]:
+    """Send packed commands (key, RESP) pipelined, one connection per node; replies in order (errors as values)."""
+    window = Window(redis)
+    window.send(commands, sizes)
+    return window.collect()
+
+
+def _node_pool(redis: Any, key: str) -> Any:
+    node = redis.get_node_from_key(key)
+    client = node.redis_connection or redis.get_redis_connection(node)
+    return client.connection_pool
