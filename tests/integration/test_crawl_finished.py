@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
@@ -13,9 +12,9 @@ from deploy.procs import wait_for
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.finisher import EVENT_FIELD, Finisher
 from messaging import clients, keys
-from messaging.answers import partitions_of
 from messaging.clock import RedisClock
 from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds
+from tests.plugins.services import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -95,24 +94,6 @@ def test_an_event_whose_sending_failed_is_sent_by_the_next_check(cf) -> None:
     assert len(events) == 1 and events[0]["finished"] == T0 + 61
 
 
-def read_events(settings: Any, count: int, timeout: float) -> list[dict[str, Any]]:
-    consumer = clients.kafka_consumer(settings, group_id=None)
-    try:
-        consumer.assign(partitions_of(consumer, settings.topic_outbound))
-        consumer.seek_to_beginning()
-        found: list[dict[str, Any]] = []
-
-        def enough() -> bool:
-            for records in consumer.poll(timeout_ms=200).values():
-                found.extend(json.loads(record.value) for record in records)
-            return len(found) >= count
-
-        wait_for(enough, timeout, f"{count} events on {settings.topic_outbound}", interval=0)
-        return found
-    finally:
-        consumer.close()
-
-
 def test_the_master_process_produces_crawl_finished_once_per_crawl(cf, procs) -> None:
     clients.ensure_topics(cf.settings, {cf.settings.topic_outbound: 1})
     redis = cf.redis()
@@ -136,14 +117,14 @@ def test_the_master_process_produces_crawl_finished_once_per_crawl(cf, procs) ->
     thread.start()
     try:
         wait_for(lambda: worker.completed >= 9, 30, "the worker to complete the 9 tasks")
-        events = read_events(cf.settings, 2, timeout=30)
+        events = read_topic(cf.settings, cf.settings.topic_outbound, 2, timeout=30)
         # the finisher keeps running: after both crawls left the candidates, no other event appears
         wait_for(lambda: not redis.smembers(keys.FINISH_CANDIDATES), 10, "the candidates to be checked")
         procs.wait_log(master, "crawl two finished", timeout=10)
     finally:
         stop.set()
         thread.join(timeout=10)
-    events = read_events(cf.settings, 2, timeout=10)
+    events = read_topic(cf.settings, cf.settings.topic_outbound, 2, timeout=10)
     assert sorted(e["crawlid"] for e in events if e["event"] == "crawl_finished") == ["one", "two"]
     assert len(events) == 2
     assert {e["crawlid"]: e["duration"] >= 0 for e in events} == {"one": True, "two": True}

@@ -11,12 +11,13 @@ import pytest
 
 from deploy.procs import wait_for
 from messaging import clients, keys
-from messaging.answers import AnswerWaiter, partitions_of
+from messaging.answers import AnswerWaiter
 from messaging.kafka_monitor.batch import DUPLICATE, ENQUEUED, Batch, Incoming
 from messaging.kafka_monitor.plugins.crawl import CrawlPlugin
 from messaging.stats import Stats
 from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds
 from messaging.validation import Rejected, parse_request
+from tests.plugins.services import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -48,24 +49,6 @@ def produce(settings: Any, messages: list[Any], key: str | None = None) -> None:
         producer.flush(timeout=30)
     finally:
         producer.close()
-
-
-def read_topic(settings: Any, topic: str, count: int, timeout: float = 30) -> list[dict[str, Any]]:
-    consumer = clients.kafka_consumer(settings, group_id=None)
-    try:
-        consumer.assign(partitions_of(consumer, topic))
-        consumer.seek_to_beginning()
-        found: list[dict[str, Any]] = []
-
-        def enough() -> bool:
-            for records in consumer.poll(timeout_ms=200, max_records=5000).values():
-                found.extend(json.loads(record.value) for record in records)
-            return len(found) >= count
-
-        wait_for(enough, timeout, f"{count} records on {topic}", interval=0)
-        return found
-    finally:
-        consumer.close()
 
 
 def test_requests_are_routed_into_redis(cf, procs):

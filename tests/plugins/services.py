@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from deploy import services as svc
 from deploy.procs import spawn, stop_pid, wait_for
 from deploy.services.redis import DATABASES, flush_cluster
 from messaging import clients
+from messaging.answers import partitions_of
 from messaging.settings import Settings, load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,6 +160,25 @@ def cf_cluster(cf: Isolated, redis_cluster: dict[str, Any]) -> Iterator[Isolated
     finally:
         isolated.close()
         flush_cluster(port)
+
+
+def read_topic(settings: Settings, topic: str, count: int, timeout: float = 30) -> list[dict[str, Any]]:
+    """The first ``count`` JSON records of ``topic`` (all partitions, from the beginning), within ``timeout``."""
+    consumer = clients.kafka_consumer(settings, group_id=None)
+    try:
+        consumer.assign(partitions_of(consumer, topic))
+        consumer.seek_to_beginning()
+        found: list[dict[str, Any]] = []
+
+        def enough() -> bool:
+            for records in consumer.poll(timeout_ms=200, max_records=5000).values():
+                found.extend(json.loads(record.value) for record in records)
+            return len(found) >= count
+
+        wait_for(enough, timeout, f"{count} records on {topic}", interval=0)
+        return found
+    finally:
+        consumer.close()
 
 
 class Processes:
