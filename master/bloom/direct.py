@@ -16,18 +16,18 @@ keeps each cell's operations in URL order — the command's verdicts are those o
 them, one ``HMGET layers count:<newest>`` per shard (and the TTL refresh when due), all in one write per node.
 One round trip: the replies give the verdicts, whether a shard grew elsewhere or expired, and its count before
 this batch. The new counts are then written with ``CLIENT REPLY SKIP`` (:class:`master.bloom.resp.QuietLine`):
-nobody waits for them. A batch larger than :data:`CHUNK` URLs is fingerprinted, packed and written chunk by chunk
+nobody waits for them. A batch is fingerprinted, packed and written chunk by chunk of :data:`CHUNK` URLs
 on the same connection (Redis runs chunk i while this process hashes chunk i + 1; one connection per node keeps
 them in order, so a URL twice in a batch is new once). Shards with older layers (whose cells are read with
 ``GET`` first) and shards near their limit are done after that in synchronous rounds (:meth:`DirectPath.run`).
 
 Where the time goes (``bench/bloom.py``, 1,000 URLs per batch, 12 operations per URL at ``memory_slack=0.005``,
-on this project's shared 2-vCPU VM): Redis ~8.8 µs of CPU per URL, of which ~3.6 µs running ``BITFIELD`` and the
-rest reading and parsing its 48 arguments (four per operation) and TCP; this process ~12.4 µs, of which ~6.5 µs
-canonicalising and fingerprinting, ~2.9 µs computing and packing the cells, the rest reading and settling.
-Chunking a batch to overlap the two gave nothing measurable there (0.33-0.49 of BF.MADD's speed with chunks of
-256, against a steady 0.40 without: the VM's vCPUs do not run this process and Redis in parallel at full speed),
-so :data:`CHUNK` only cuts batches larger than usual.
+on this project's 2-vCPU VM): Redis ~10 µs of CPU per URL, most of it reading and parsing the 48 arguments of a
+URL's operations (four per operation); this process ~15 µs, of which ~7 µs canonicalising and fingerprinting,
+~3.5 µs computing and packing the cells, ~1 µs reading the replies. The two overlap: with chunks of
+:data:`CHUNK` = 256 URLs Redis sets chunk i while this process hashes chunk i + 1, which took a batch from ~22 to
+~16-18 µs per URL on a quiet machine. Smaller chunks lose it again to the fixed cost of each chunk (a few dozen
+numpy calls, one command per part key touched); that is why a chunk's per-shard bookkeeping is done in arrays.
 
 :func:`cells` is the same computation as ``lua/common.lua`` (``plan``) and :func:`master.bloom.fingerprint.positions`.
 """
@@ -43,7 +43,12 @@ import numpy as np
 
 from master.bloom.resp import QuietLine, Window, command, pack_commands, send
 
-CHUNK = 1024  # URLs per pipelined chunk of a batch
+CHUNK = 256  # URLs per pipelined chunk of a batch
+
+
+def chunk_bounds(total: int) -> list[tuple[int, int]]:
+    """(start, stop) of the chunks of a batch of ``total`` URLs: at most :data:`CHUNK` URLs each."""
+    return [(start, min(total, start + CHUNK)) for start in range(0, total, CHUNK)]
 SELECTOR_RANGE = float(1 << 24)
 
 
@@ -164,39 +169,37 @@ class DirectPath:
     def add_pipelined(self, total: int, chunk: Callable[[int, int], tuple[np.ndarray, ...]], verdicts: np.ndarray,
                       grown: list[int], max_rounds: int) -> None:
         """Check-and-add of a batch of ``total`` URLs whose hashes ``chunk(start, stop)`` gives chunk by chunk
-        (h1, h2, part selector, shard), each chunk sent before the next is computed; see the module's doc."""
+        (h1, h2, part selector, shard), each chunk sent before the next is computed; see the module's doc.
+        Per-shard state is kept in arrays: a chunk costs a fixed number of numpy calls, whatever its shards."""
         h1, h2, selector = np.empty(total), np.empty(total), np.empty(total)
         shards = np.empty(total, dtype=np.int64)
+        count = self.bloom.spec.shards
+        sent = np.zeros(count, dtype=np.int64)
+        closed = np.zeros(count, dtype=bool)  # a shard that deferred URLs takes no later chunk: they'd be uncounted
         window = Window(self.bloom.redis)
         packs: list[Packed] = []
-        taken: dict[int, list[np.ndarray]] = defaultdict(list)
-        sent: dict[int, int] = defaultdict(int)
         deferred: list[np.ndarray] = []
-        closed: set[int] = set()  # a shard that deferred URLs takes no later chunk: they could not be counted
         try:
-            for start in range(0, total, CHUNK):
-                stop = min(total, start + CHUNK)
+            for start, stop in chunk_bounds(total):
                 h1[start:stop], h2[start:stop], selector[start:stop], shards[start:stop] = chunk(start, stop)
-                by_shard = {shard: index + start for shard, index in group_by(shards[start:stop]).items()}
-                self._load(list(by_shard))
-                ready = []
-                for shard, index in by_shard.items():
-                    layers = self.layouts[shard]
-                    room = layers[-1]["limit"] - self.counts.get(shard, 0) - sent[shard]
-                    if shard in closed or len(layers) > 1 or len(index) > room:
-                        closed.add(shard)
-                        deferred.append(index)
-                        continue
-                    ready.append(index)
-                    taken[shard].append(index)
-                    sent[shard] += len(index)
-                if ready:
-                    urls = np.concatenate(ready)
-                    packed = self._commands(b"SET", b"1", urls, np.zeros(len(urls), dtype=np.int64), h1, h2,
-                                            selector, shards[urls])
+                here = shards[start:stop]
+                wanted = np.bincount(here, minlength=count)
+                present = np.flatnonzero(wanted)
+                self._load(present.tolist())
+                single, room = self._capacity(present)
+                fits = ~closed[present] & single & (wanted[present] <= room - sent[present])
+                closed[present[~fits]] = True
+                sent[present[fits]] += wanted[present[fits]]
+                take = ~closed[here]
+                if not take.all():
+                    deferred.append(start + np.flatnonzero(~take))
+                if take.any():
+                    urls = start + np.flatnonzero(take)
+                    packed = self._commands(b"SET", b"1", urls, 0, h1, h2, selector, shards[urls])
                     window.send(packed.commands, packed.sizes)
                     packs.append(packed)
-            window.send(self._checks(list(taken)))
+            taken_shards = np.flatnonzero(sent).tolist()
+            window.send(self._checks(taken_shards))
             replies = window.collect()
         except BaseException:
             window.abort()
@@ -206,12 +209,20 @@ class DirectPath:
             for rows, bits in packed.bits(replies[at:at + len(packed.commands)]):
                 verdicts[rows] = (bits == 0).any(axis=1)
             at += len(packed.commands)
-        merged = {shard: np.concatenate(parts) for shard, parts in taken.items()}
-        again = self._settle({shard: int(verdicts[index].sum()) for shard, index in merged.items()}, replies[at:],
-                             grown)
-        later = deferred + [merged[shard] for shard in again]
+        taken = np.concatenate([packed.owners[0] for packed in packs]) if packs else np.empty(0, dtype=np.int64)
+        added = np.bincount(shards[taken], weights=verdicts[taken], minlength=count).astype(np.int64)
+        again = self._settle({shard: int(added[shard]) for shard in taken_shards}, replies[at:], grown)
+        later = deferred + [taken[shards[taken] == shard] for shard in again]
         if later:
             self.run("add", h1, h2, selector, shards, verdicts, grown, max_rounds, np.concatenate(later))
+
+    def _capacity(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For the shards ``present``: whether each has a single layer, and the room left in its newest one."""
+        layouts, counts = self.layouts, self.counts
+        single = np.fromiter((len(layouts[shard]) == 1 for shard in present.tolist()), dtype=bool, count=len(present))
+        room = np.fromiter((layouts[shard][-1]["limit"] - counts.get(shard, 0) for shard in present.tolist()),
+                           dtype=np.int64, count=len(present))
+        return single, room
 
     def run(self, mode: str, h1: np.ndarray, h2: np.ndarray, selector: np.ndarray, shards: np.ndarray,
             verdicts: np.ndarray, grown: list[int], max_rounds: int, todo: np.ndarray | None = None) -> None:
@@ -243,37 +254,34 @@ class DirectPath:
             pending = later
         raise RuntimeError(f"Bloom filter {self.bloom.namespace}: batch not done after {max_rounds} rounds")
 
-    def _commands(self, verb: bytes, value: bytes | None, urls: np.ndarray, layer_of: np.ndarray,
+    def _commands(self, verb: bytes, value: bytes | None, urls: np.ndarray, layer_of: np.ndarray | int,
                   h1: np.ndarray, h2: np.ndarray, selector: np.ndarray, shard_of: np.ndarray) -> Packed:
-        """BITFIELD commands for ``urls`` (indexes into the batch), each in layer ``layer_of`` of its shard: one
-        command per part key, cells computed once per layer index (every shard's layer i has the same plan)."""
+        """BITFIELD commands for ``urls`` (indexes into the batch), each in layer ``layer_of`` (one index for all,
+        or one per URL) of its shard: one command per part key, cells computed once per layer index (every shard's
+        layer i has the same plan)."""
+        groups = [(layer_of, np.arange(len(urls)))] if isinstance(layer_of, int) else group_by(layer_of).items()
         keys_out: list[str] = []
         owners: list[np.ndarray] = []
         widths: list[int] = []
         values: list[np.ndarray] = []
         command_of: list[np.ndarray] = []
-        for layer_index, members in group_by(layer_of).items():
+        for layer_index, members in groups:
             chosen = urls[members]
             shards = shard_of[members]
             plan = self.layouts[int(shards[0])][layer_index]
             part, offsets = cells(plan, h1[chosen], h2[chosen], selector[chosen])
             parts = len(plan["keys"])
-            combined = shards.astype(np.int64) * parts + part
-            order = np.argsort(combined, kind="stable")  # URLs by command, in batch order within one
-            combined = combined[order]
-            distinct, first = np.unique(combined, return_index=True)
+            distinct, command = np.unique(shards * parts + part, return_inverse=True)
+            first = len(keys_out)
             keys_out += [self.layouts[c // parts][layer_index]["keys"][c % parts] for c in distinct.tolist()]
-            commands = np.repeat(np.arange(len(keys_out) - len(distinct), len(keys_out)),
-                                 np.diff(np.append(first, len(combined))))
-            owners.append(chosen[order])
+            owners.append(chosen)
             widths.append(offsets.shape[1])
-            values.append(offsets[order].ravel())
-            command_of.append(np.repeat(commands, offsets.shape[1]))
+            values.append(offsets.ravel())
+            command_of.append(np.repeat(command + first, offsets.shape[1]))
         if not keys_out:
             return Packed([], [], [], np.empty(0, dtype=np.int64), [])
-        # Each command's operations are sent grouped by digit count (few slices to pack), stably: the operations
-        # on one cell keep the order of the URLs (and of a URL's cells), so each sees the bit as a URL-by-URL
-        # execution of the command would — a URL twice in a batch is new once.
+        # pack_commands keeps the operations on one cell in their given order (URL by URL), which makes the
+        # command's verdicts those of a URL-by-URL execution: a URL twice in a batch is new once.
         command_ids = np.concatenate(command_of)
         packed, order = pack_commands(keys_out, verb, value, np.concatenate(values), command_ids)
         counts = np.bincount(command_ids, minlength=len(keys_out)).tolist()

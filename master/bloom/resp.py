@@ -12,10 +12,11 @@ collect, so commands reach a node in the order they were written. The socket's s
 write returns while Redis works. An error reply is kept as the value of its command; the connection stays in
 step.
 
-**Reading.** A u1 ``BITFIELD`` reply is ``*<n>`` then ``n`` times ``:0`` or ``:1`` (4 bytes each):
-:func:`read_bit_replies` reads them from the socket into numpy, instead of hiredis building a Python int per bit
-(the connection's hiredis reader must hold nothing, which :class:`Window` checks; other replies go through
-redis-py).
+**Reading.** A u1 ``BITFIELD`` reply is ``*<n>`` then ``n`` times ``:0`` or ``:1`` (4 bytes each), so the
+replies of a window have a known length: :func:`read_bit_replies` reads them from the socket in bulk, checks them
+byte for byte against the expected bytes and takes every bit in one numpy pass, instead of hiredis building a
+Python int per bit (the connection's hiredis reader must hold nothing, which :class:`Window` checks; other
+replies go through redis-py). An error reply, which is shorter, switches to reading reply by reply.
 
 **Counters** (:class:`QuietLine`): commands nobody waits for, each behind ``CLIENT REPLY SKIP``, on connections
 that never return to a pool; :meth:`QuietLine.barrier` waits until Redis ran them."""
@@ -170,7 +171,8 @@ class Window:
                     raw += 1
                 if raw and _raw_ready(connection):
                     sizes = [self.sizes[i] for i in indexes[:raw]]
-                    for i, reply in zip(indexes, read_bit_replies(connection._sock, sizes), strict=False):
+                    replies_read = read_bit_replies(connection._sock, sizes, connection._parser._reader)
+                    for i, reply in zip(indexes, replies_read, strict=False):
                         replies[i] = reply
                     indexes = indexes[raw:]
                 for i in indexes:
@@ -272,17 +274,68 @@ def _raw_ready(connection: Any) -> bool:
     return getattr(connection, "_sock", None) is not None and hasattr(reader, "has_data") and not reader.has_data()
 
 
-def read_bit_replies(sock: Any, sizes: Sequence[int]) -> list[Any]:
+def read_bit_replies(sock: Any, sizes: Sequence[int], reader: Any = None) -> list[Any]:
     """Read the replies of u1 ``BITFIELD`` commands of ``sizes`` operations straight from the socket.
 
-    Such a reply is ``*<n>\\r\\n`` then ``n`` times ``:0\\r\\n`` or ``:1\\r\\n``: 4 bytes per bit, so one numpy
-    stride reads them all, instead of hiredis building a Python int per bit. An error reply (``-…``) becomes a
-    :class:`ResponseError` value. Anything else, or a wrong count, is a protocol error (the caller drops the
-    connection)."""
-    buf = bytearray(sum(4 * n + 16 for n in sizes))
-    filled = pos = 0
+    Such a reply is ``*<n>\\r\\n`` then ``n`` times ``:0\\r\\n`` or ``:1\\r\\n``, so all the replies of a window have a
+    known length: they are read in as few ``recv`` calls as the kernel allows, then checked against the expected
+    bytes and their bits taken in one numpy pass, instead of hiredis building a Python int per bit. The reply
+    starts are watched as bytes arrive: an error reply (``-…``, shorter than expected) switches to reading reply
+    by reply (:func:`_read_one_by_one`), which never waits for bytes that may not come. Bytes read past the last of
+    these replies (only after an error) belong to later replies and are handed to ``reader`` (the connection's
+    hiredis reader). Anything else, or a wrong count, is a protocol error (the caller drops the connection)."""
+    headers = [b"*%d\r\n" % size for size in sizes]
+    starts, total = [], 0
+    for header, size in zip(headers, sizes, strict=True):
+        starts.append(total)
+        total += len(header) + 4 * size
+    buf = bytearray(total)
+    view = memoryview(buf)
+    filled = checked = 0
+    try:
+        while filled < total:
+            got = sock.recv_into(view[filled:])
+            if not got:
+                raise RedisConnectionError("Redis closed the connection while replying")
+            filled += got
+            while checked < len(starts) and starts[checked] < filled:
+                at = starts[checked]
+                if buf[at] != ord("*"):  # an error reply: the rest is read reply by reply
+                    view.release()
+                    return _read_one_by_one(sock, sizes, buf, filled, starts, checked, reader)
+                header = headers[checked]
+                if at + len(header) > filled:
+                    break
+                if buf[at:at + len(header)] != header:  # a wrong count would leave this waiting for bytes
+                    raise InvalidResponse(f"unexpected reply to a u1 BITFIELD: {bytes(buf[at:filled][:32])!r}, "
+                                          f"expected {header!r}")
+                checked += 1
+    except OSError as exc:
+        raise RedisConnectionError(f"reading BITFIELD replies: {exc}") from exc
+    finally:
+        view.release()
+    expected = np.frombuffer(b"".join([header + b":0\r\n" * size for header, size in zip(headers, sizes,
+                                                                                              strict=True)]),
+                             dtype=np.uint8)
+    got_bytes = np.frombuffer(buf, dtype=np.uint8)
+    differ = np.flatnonzero(got_bytes != expected)
+    # The only bytes that may differ are the values of the cells (after a ":"), and only as "1" for "0".
+    if len(differ) and not ((expected[differ - 1] == ord(":")) & (got_bytes[differ] == ord("1"))).all():
+        raise InvalidResponse(f"unexpected reply to u1 BITFIELDs near byte {int(differ[0])}")
+    bits = got_bytes[np.flatnonzero(expected == ord(":")) + 1] - np.uint8(ord("0"))
+    out, at = [], 0
+    for size in sizes:
+        out.append(bits[at:at + size])
+        at += size
+    return out
 
-    def fill(need: int) -> None:  # never past ``need``: the bytes after these replies are redis-py's to read
+
+def _read_one_by_one(sock: Any, sizes: Sequence[int], buf: bytearray, filled: int, starts: Sequence[int],
+                     first: int, reader: Any) -> list[Any]:
+    """:func:`read_bit_replies` after an error reply: replies ``first`` … read one at a time from ``buf``
+    (``filled`` bytes so far), never asking the socket for more than the next reply is sure to hold."""
+
+    def fill(need: int) -> None:
         nonlocal buf, filled
         if need > len(buf):
             grown = bytearray(max(need, 2 * len(buf)))
@@ -300,30 +353,39 @@ def read_bit_replies(sock: Any, sizes: Sequence[int]) -> list[Any]:
         finally:
             view.release()
 
-    out: list[Any] = []
-    for size in sizes:
+    out: list[Any] = [None] * len(sizes)
+    pos = starts[first]
+    for i in range(first, len(sizes)):
+        size = sizes[i]
         fill(pos + 1)
-        if buf[pos] == ord("-"):  # an error line: rare, read byte by byte to its end
-            while not buf[pos:filled].endswith(b"\r\n"):
+        if buf[pos] == ord("-"):  # an error line: read to its end
+            while (end := buf.find(b"\r\n", pos, filled)) == -1:
                 fill(filled + 1)
-            out.append(ResponseError(bytes(buf[pos + 1:filled - 2]).decode(errors="replace")))
-            pos = filled
+            out[i] = ResponseError(bytes(buf[pos + 1:end]).decode(errors="replace"))
+            pos = end + 2
             continue
         header = b"*%d\r\n" % size
-        fill(pos + len(header))
+        fill(pos + len(header) + 4 * size)
         if bytes(buf[pos:pos + len(header)]) != header:
-            raise InvalidResponse(f"unexpected reply to a u1 BITFIELD of {size}: {bytes(buf[pos:filled])!r}")
+            raise InvalidResponse(f"unexpected reply to a u1 BITFIELD of {size}: {bytes(buf[pos:pos + 32])!r}")
         pos += len(header)
-        fill(pos + 4 * size)
-        cells = np.frombuffer(buf, dtype=np.uint8, count=4 * size, offset=pos).reshape(-1, 4)
-        if size and not ((cells[:, 0] == ord(":")) & (cells[:, 2] == ord("\r"))).all():
-            raise InvalidResponse("a u1 BITFIELD reply holds something else than 0 and 1")
-        out.append(cells[:, 1] - ord("0"))
-        del cells
+        out[i] = _cells(buf, pos, size)
         pos += 4 * size
-    if pos != filled:
-        raise InvalidResponse("bytes left after the BITFIELD replies")
+    for i in range(first):
+        out[i] = _cells(buf, starts[i] + len(b"*%d\r\n" % sizes[i]), sizes[i])
+    if pos < filled:  # later replies, read ahead: the connection's parser reads them next
+        if reader is None:
+            raise InvalidResponse("bytes left after the BITFIELD replies")
+        reader.feed(bytes(buf[pos:filled]))
     return out
+
+
+def _cells(buf: bytearray, pos: int, size: int) -> np.ndarray:
+    cells = np.frombuffer(buf, dtype=np.uint8, count=4 * size, offset=pos).reshape(-1, 4)
+    if size and not ((cells[:, 0] == ord(":")) & (cells[:, 2] == ord("\r")) & (cells[:, 1] >= ord("0"))
+                     & (cells[:, 1] <= ord("1"))).all():
+        raise InvalidResponse("a u1 BITFIELD reply holds something else than 0 and 1")
+    return cells[:, 1] - np.uint8(ord("0"))
 
 
 def send(redis: Any, commands: Sequence[tuple[str, bytes]], sizes: Sequence[int] | None = None) -> list[Any]:

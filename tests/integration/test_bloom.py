@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from redis.exceptions import ResponseError
+from redis.exceptions import InvalidResponse, ResponseError
 
 from deploy.procs import wait_for
 from master.bloom import BloomFilter, BloomSpec, CountingBloomFilter, direct, open_filter, resp, sizing
@@ -100,10 +100,22 @@ def test_raw_bitfield_replies_keep_errors_and_the_connection_in_step(cf):
                np.array([3, 5], dtype=np.uint64)]
     keys_ = ["bits", "not-a-string", "bits"]
     window.send(list(zip(keys_, resp.pack_many(keys_, b"SET", offsets, b"1"), strict=True)), [3, 1, 2])
-    first, error, last = window.collect()
+    redis.set("plain", "after")
+    window.send([("plain", resp.command(b"GET", "plain")), ("plain", resp.command(b"STRLEN", "plain"))])
+    first, error, last, plain, length = window.collect()
     assert first.tolist() == [0, 0, 0] and last.tolist() == [1, 0]
     assert isinstance(error, ResponseError) and "WRONGTYPE" in str(error)
+    assert (plain, length) == (b"after", 5)  # read ahead with the bit replies, then handed to redis-py's reader
     assert redis.ping() and redis.getbit("bits", 1_000_000) == 1  # the pooled connection is still in step
+
+
+def test_raw_bitfield_replies_are_checked_byte_for_byte(cf):
+    redis = cf.redis()
+    window = resp.Window(redis)
+    window.send([("bits", resp.pack_bitfield("bits", b"SET", np.array([1, 2], dtype=np.uint64), b"1"))], [3])
+    with pytest.raises(InvalidResponse):  # two operations answered, three announced
+        window.collect()
+    assert redis.ping()  # the connection was dropped, the pool hands out a fresh one
 
 
 def test_counting_filter_removes_and_saturation_never_decrements(cf):
