@@ -5,10 +5,8 @@ argument objects, reply conversion) about five times what Redis pays to run it; 
 URL that made the scripted path 5x slower than RedisBloom. Here all of a URL's cells live in one part string
 (:mod:`master.bloom.sizing`), so one ``BITFIELD`` per part key — atomic in Redis — checks and sets a URL: ``SET``
 replies the old bits, and a URL is new when one of them was 0. Of two workers adding the same URL, exactly one
-sees a 0 — with one exception: while a shard grows, a worker that has not yet seen the new layer still sets the
-old one, so a URL added at that very moment by it and by a worker that has seen the growth can be new to both
-(it notices at its next round, and the URL is in the filter either way). The counting filter's Lua path has no
-such window.
+sees a 0 — also while a shard grows: a worker that had not yet seen the new layer sets the old one, learns of
+the growth in the same round trip and sets the URL again in the new layer, which decides (:meth:`DirectPath._settle`).
 
 What is sent, per batch (:meth:`DirectPath.add_pipelined`): per part key, ``BITFIELD key SET u1 <offset> 1 …``
 (:mod:`master.bloom.resp` packs them; within a command the operations are grouped by digit count, stably, which
@@ -211,10 +209,13 @@ class DirectPath:
             at += len(packed.commands)
         taken = np.concatenate([packed.owners[0] for packed in packs]) if packs else np.empty(0, dtype=np.int64)
         added = np.bincount(shards[taken], weights=verdicts[taken], minlength=count).astype(np.int64)
-        again = self._settle({shard: int(added[shard]) for shard in taken_shards}, replies[at:], grown)
+        again, regrown = self._settle({shard: int(added[shard]) for shard in taken_shards}, replies[at:], grown)
         later = deferred + [taken[shards[taken] == shard] for shard in again]
         if later:
             self.run("add", h1, h2, selector, shards, verdicts, grown, max_rounds, np.concatenate(later))
+        renew = [taken[(shards[taken] == shard) & verdicts[taken]] for shard in regrown]
+        if renew:
+            self.run("newest", h1, h2, selector, shards, verdicts, grown, max_rounds, np.concatenate(renew))
 
     def _capacity(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For the shards ``present``: whether each has a single layer, and the room left in its newest one."""
@@ -226,7 +227,9 @@ class DirectPath:
 
     def run(self, mode: str, h1: np.ndarray, h2: np.ndarray, selector: np.ndarray, shards: np.ndarray,
             verdicts: np.ndarray, grown: list[int], max_rounds: int, todo: np.ndarray | None = None) -> None:
-        """Synchronous rounds over the URLs ``todo`` (indexes into the batch; all when None)."""
+        """Synchronous rounds over the URLs ``todo`` (indexes into the batch; all when None). ``mode``: "check";
+        "add"; or "newest": set in the newest layer only, without reading the older ones (URLs this worker has
+        just set in a layer that turned out not to be the newest, see :meth:`_settle`)."""
         if todo is None:
             pending = group_by(shards)
         else:
@@ -239,18 +242,22 @@ class DirectPath:
             later: dict[int, np.ndarray] = {}
             for shard, index in pending.items():
                 room = self.layouts[shard][-1]["limit"] - self.counts.get(shard, 0)
-                size = len(index) if mode != "add" or len(index) <= room else max(room, STEP)
+                size = len(index) if mode == "check" or len(index) <= room else max(room, STEP)
                 taken[shard], rest = index[:size], index[size:]
                 if len(rest):
                     later[shard] = rest
-            found = self._read_older(mode, h1, h2, selector, taken)
+            found = (np.zeros(len(h1), dtype=bool) if mode == "newest"
+                     else self._read_older(mode, h1, h2, selector, taken))
             if mode == "check":
                 verdicts[np.concatenate(list(taken.values()))] = found[np.concatenate(list(taken.values()))]
                 return
             added = self._set_newest(h1, h2, selector, taken, found, verdicts)
-            again = self._bookkeeping(added, grown)
+            again, regrown = self._bookkeeping(added, grown)
             for shard in again:  # expired meanwhile: its URLs go again into the fresh shard
                 later[shard] = np.concatenate([taken[shard], later.get(shard, taken[shard][:0])])
+            renew = [taken[shard][verdicts[taken[shard]]] for shard in regrown]
+            if renew:
+                self.run("newest", h1, h2, selector, shards, verdicts, grown, max_rounds - 1, np.concatenate(renew))
             pending = later
         raise RuntimeError(f"Bloom filter {self.bloom.namespace}: batch not done after {max_rounds} rounds")
 
@@ -320,8 +327,8 @@ class DirectPath:
             verdicts[rows] = (bits == 0).any(axis=1)
         return {shard: int(verdicts[index].sum()) for shard, index in taken.items()}
 
-    def _bookkeeping(self, added: dict[int, int], grown: list[int]) -> list[int]:
-        """Counts, layer checks and TTL in one round trip; returns the shards that had expired (to send again)."""
+    def _bookkeeping(self, added: dict[int, int], grown: list[int]) -> tuple[list[int], list[int]]:
+        """Counts, layer checks and TTL in one round trip; see :meth:`_settle` for what it returns."""
         return self._settle(added, send(self.bloom.redis, self._checks(list(added))), grown)
 
     def _checks(self, shards: Sequence[int]) -> list[tuple[str, bytes]]:
@@ -343,12 +350,19 @@ class DirectPath:
             commands.append((bloom.spec_key, command(b"PEXPIRE", bloom.spec_key, bloom.ttl_ms)))
         return commands
 
-    def _settle(self, added: dict[int, int], replies: Sequence[Any], grown: list[int]) -> list[int]:
+    def _settle(self, added: dict[int, int], replies: Sequence[Any], grown: list[int]
+                ) -> tuple[list[int], list[int]]:
         """After the SETs and :meth:`_checks`: add the counts (written without waiting for a reply), grow full
-        layers; returns the shards that had expired — their SETs recreated parts as plain strings: those are
-        dropped and the URLs go again into a fresh shard."""
+        layers. Returns the shards that had expired — their SETs recreated parts as plain strings: those are
+        dropped and the URLs go again into a fresh shard — and the shards another worker had grown.
+
+        A URL this worker found new in a layer that is no longer the newest is set again in the newest one, and is
+        new only if it is new there too: a worker that already knew of the growth read the older layer (where it
+        may or may not have found this worker's bits) and set the newest, so the newest layer decides between
+        them — exactly one of two workers adding the same URL around a growth sees it new. The URL then counts in
+        both layers (a growth comes a little early; nothing is lost)."""
         bloom = self.bloom
-        expired, increments = [], []
+        expired, regrown, increments = [], [], []
         for shard, reply in zip(added, replies, strict=False):  # the HMGETs come first, one per shard
             layers, count = _checked(reply)
             known = len(self.layouts[shard])
@@ -365,6 +379,7 @@ class DirectPath:
             self.counts[shard] = int(count or 0) + added[shard]
             if int(layers) != known:
                 self.forget(shard)  # another worker grew it
+                regrown.append(shard)
             elif self.counts[shard] >= self.layouts[shard][-1]["limit"]:
                 self.pending_growth.append((shard, known))
         for reply in replies[len(added):]:
@@ -375,7 +390,7 @@ class DirectPath:
                 grown.append(shard)
             self.forget(shard)
         self.pending_growth = []
-        return expired
+        return expired, regrown
 
 
 def _checked(reply: Any) -> Any:

@@ -78,6 +78,35 @@ def test_concurrent_workers_see_a_new_url_exactly_once(cf, monkeypatch, chunk):
     assert set(news.values()) == {1}
 
 
+@pytest.mark.parametrize("order", ["fresh first", "stale first", "fresh between"])
+def test_a_url_added_around_a_growth_is_new_to_exactly_one_worker(cf, monkeypatch, order):
+    """Worker A still has the shard's one-layer layout cached when worker B grows it. "fresh between": B adds the
+    URL after A set it in the old layer and before A, having seen the growth, sets it in the new one."""
+    redis = cf.redis()
+    spec = BloomSpec(capacity=1_000, shards=1)
+    stale, fresh = open_filter(redis, "grow", spec), open_filter(redis, "grow", spec)
+    assert stale.add(["http://example.test/warm-up"]) == [True]  # caches the layout
+    assert fresh.grow(0, 1)
+    url = "http://example.test/raced"
+    if order == "fresh first":
+        verdicts = fresh.add([url]) + stale.add([url])
+    elif order == "stale first":
+        verdicts = stale.add([url]) + fresh.add([url])
+    else:
+        seen = []
+        renew = stale._direct.run
+
+        def fresh_then_renew(mode, *args, **kwargs):
+            if mode == "newest":
+                seen.extend(fresh.add([url]))
+            return renew(mode, *args, **kwargs)
+
+        monkeypatch.setattr(stale._direct, "run", fresh_then_renew)
+        verdicts = stale.add([url]) + seen
+    assert sorted(verdicts) == [False, True]
+    assert stale.add([url]) == fresh.add([url]) == [False]
+
+
 def test_a_url_repeated_across_the_chunks_of_a_batch_is_new_once(cf, monkeypatch):
     monkeypatch.setattr(direct, "CHUNK", 50)
     bloom = open_filter(cf.redis(), "chunks", BloomSpec(capacity=5_000, shards=4))
