@@ -22,7 +22,8 @@ the ``crawl_finished`` event (crawlid, userid, pages, items, duration) is produc
 and then marked sent; only then does the crawl leave the candidates. A master that dies between producing and
 marking makes the next leader produce it again (at least once; exactly once without a crash in that gap). Stopped
 crawls and crawls without a ``crawl:<id>`` hash are never declared finished. The crawl's keys then expire after
-CRAWLFLEET_CRAWL_TTL.
+CRAWLFLEET_CRAWL_TTL, and so do the keys of its own Bloom filter (``master.bloom.crawl_namespace``), whose TTL
+otherwise only slides with activity.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from master.bloom import crawl_namespace, expire_filter
 from messaging import keys
 from messaging.tasks import CrawlFields, CrawlState
 
@@ -103,6 +105,7 @@ class Finisher:
         if self.crawl_ttl > 0:
             for key in (crawl_key, keys.crawl_domains(crawlid)):
                 self.redis.expire(key, int(self.crawl_ttl))
+            expire_filter(self.redis, crawl_namespace(crawlid), self.crawl_ttl)
         logger.info("crawl %s finished", crawlid)
         return True
 

@@ -29,7 +29,7 @@ from typing import Any
 from scrapy import Request
 from scrapy.dupefilters import BaseDupeFilter
 
-from master.bloom import BloomFilter, BloomSpec, open_filter
+from master.bloom import BloomFilter, BloomSpec, crawl_namespace, open_filter
 from master.bloom.fingerprint import request_fingerprint, url_fingerprint
 from messaging import clients
 from messaging.settings import SETTINGS, Settings, load
@@ -91,7 +91,7 @@ class BloomDupeFilter(BaseDupeFilter):
     # --- scopes --------------------------------------------------------------------------------------------------
     def namespace(self, meta: Mapping[str, Any]) -> str:
         crawlid = meta.get("crawlid")
-        return f"crawl:{crawlid}" if self.scope == "crawl" and crawlid else GLOBAL
+        return crawl_namespace(crawlid) if self.scope == "crawl" and crawlid else GLOBAL
 
     def bloom(self, namespace: str) -> BloomFilter:
         """The (cached) filter of a namespace, created with this process's settings when it is new."""

@@ -16,9 +16,10 @@ from typing import Any
 from master.bloom.counting import CountingBloomFilter
 from master.bloom.filter import BloomFilter, BloomSpec, stored_spec
 from master.bloom.fingerprint import canonical_url, request_fingerprint, url_fingerprint
+from messaging import keys
 
-__all__ = ["BloomFilter", "BloomSpec", "CountingBloomFilter", "canonical_url", "open_filter",
-           "request_fingerprint", "url_fingerprint"]
+__all__ = ["BloomFilter", "BloomSpec", "CountingBloomFilter", "canonical_url", "crawl_namespace", "expire_filter",
+           "open_filter", "request_fingerprint", "url_fingerprint"]
 
 
 def open_filter(redis: Any, namespace: str, spec: BloomSpec, *, ttl: float = 0.0, now_ms: Any = None,
@@ -26,3 +27,20 @@ def open_filter(redis: Any, namespace: str, spec: BloomSpec, *, ttl: float = 0.0
     """Open (or create) the filter of ``namespace``; a counting one when its stored spec says so."""
     kind = CountingBloomFilter if stored_spec(redis, namespace, spec).counting else BloomFilter
     return kind.open(redis, namespace, spec, ttl=ttl, now_ms=now_ms, eager=eager)
+
+
+def crawl_namespace(crawlid: str) -> str:
+    """The namespace of a crawl's own filter (``CRAWLFLEET_BLOOM_NAMESPACE=crawl``)."""
+    return f"crawl:{crawlid}"
+
+
+def expire_filter(redis: Any, namespace: str, ttl: float) -> bool:
+    """Give every key of an existing filter a TTL of ``ttl`` seconds from now (e.g. when its crawl ends), without
+    creating anything; False when the namespace has no filter."""
+    raw = redis.hget(keys.bloom_meta(namespace), "spec")
+    if raw is None:
+        return False
+    spec = BloomSpec.from_json(raw)
+    kind = CountingBloomFilter if spec.counting else BloomFilter
+    kind(redis, namespace, spec).expire(ttl)
+    return True

@@ -128,3 +128,18 @@ def test_the_master_process_produces_crawl_finished_once_per_crawl(cf, procs) ->
     assert sorted(e["crawlid"] for e in events if e["event"] == "crawl_finished") == ["one", "two"]
     assert len(events) == 2
     assert {e["crawlid"]: e["duration"] >= 0 for e in events} == {"one": True, "two": True}
+
+
+def test_a_finished_crawl_takes_its_bloom_filter_with_it(cf) -> None:
+    from master.bloom import BloomSpec, crawl_namespace, open_filter
+
+    redis = cf.redis()
+    bloom = open_filter(redis, crawl_namespace("b"), BloomSpec(capacity=1_000, shards=2))  # no TTL of its own
+    bloom.add(["http://b.test/1", "http://b.test/2"])
+    for crawlid in ("b", "without-filter"):
+        start_crawl(redis, crawlid, [])
+        redis.sadd(keys.FINISH_CANDIDATES, crawlid)
+    assert all(redis.ttl(key) == -1 for key in bloom.key_names())
+    assert sorted(Finisher(redis, lambda event: None, crawl_ttl=3600).check(T0)) == ["b", "without-filter"]
+    assert all(0 < redis.ttl(key) <= 3600 for key in bloom.key_names())
+    assert not redis.exists(keys.bloom_meta(crawl_namespace("without-filter")))  # nothing created
