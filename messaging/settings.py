@@ -245,8 +245,9 @@ define("CRAWLFLEET_BLOOM_ERROR_RATE", 0.0001,
 define("CRAWLFLEET_BLOOM_GROUPS", 2, "Hash groups (seed 4.2.3.2), each with its own bit array.", group="dedup",
        parse=int)
 define("CRAWLFLEET_BLOOM_SHARDS", 16,
-       "Shards per filter (hash-tagged key sets, spread over a Redis Cluster; one script call each per batch).",
-       group="dedup", parse=int)
+       "Shards per filter: hash-tagged key sets that a Redis Cluster spreads over its nodes. A batch costs one "
+       "BITFIELD per shard and part it touches, all in one round trip per node; on a single Redis, 4 shards "
+       "run about 7% faster than 16.", group="dedup", parse=int)
 define("CRAWLFLEET_BLOOM_COUNTING", False,
        "Counting filter (4-bit counters, 4x the memory) so that URLs can be removed.", group="dedup",
        parse=parse_bool)
@@ -257,8 +258,8 @@ define("CRAWLFLEET_BLOOM_MEMORY_SLACK", 0.005,
        "operation per URL): 0.005 gives 6 instead of 7 hashes per group at 0.0001 (14% fewer operations for "
        "+0.25% memory); 0 the fewest bits.", group="dedup", parse=float)
 define("CRAWLFLEET_BLOOM_CRAWL_TTL", 7 * 86400,
-       "Seconds a per-crawl filter lives after its last use (slid forward while the crawl runs).", group="dedup",
-       parse=float)
+       "Seconds a per-crawl filter lives after its last use (slid forward while the crawl runs); when the master "
+       "declares the crawl finished, the filter gets CRAWLFLEET_CRAWL_TTL instead.", group="dedup", parse=float)
 
 
 class Settings(Mapping[str, Any]):
