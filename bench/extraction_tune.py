@@ -37,6 +37,7 @@ SEARCH_SPACE = {
     "article_link_max": [0.6, 0.8, 0.95, 2.0],
     "end_ratio": [0.0, 0.35, 0.5, 0.7],
     "end_tiny": [10, 15, 20],
+    "section_title_words": [0, 1, 2, 3],
 }
 
 

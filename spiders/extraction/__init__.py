@@ -7,9 +7,9 @@ Usage, with or without Scrapy::
 
 The pipeline, in one pass each (see README.md in this folder for the reasoning and the parameters):
 
-1. decode bytes (``spiders.encoding``) and parse with lxml, recovering from any markup;
+1. decode bytes (``spiders.encoding``) and parse as a browser does (lexbor, via ``selectolax``; ``parse.py``);
 2. read the title (``title.py``) and the metadata publication date (``dates.py``) from the intact tree;
-3. linearise the visible text into blocks, the "lines" of the method (``dom.py``);
+3. linearise the visible text into blocks, the "lines" of the method (``dom.py``, ``markup.py``);
 4. score blocks, find the dense region by the line-block scan, anchor it on the headline, repair it with the
    DOM: the article's container, repeated posts (forums), spread content (listings, shops), repeated copies
    (``blocks.py``); join the chosen blocks with newlines.
@@ -23,7 +23,8 @@ from typing import TypedDict
 from spiders.encoding import decode_html
 from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
-from spiders.extraction.dom import Block, linearise, parse_html
+from spiders.extraction.dom import Block, Tree, linearise
+from spiders.extraction.parse import parse_html
 from spiders.extraction.title import find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]
@@ -40,6 +41,7 @@ class Prepared:
     """A page parsed and linearised: everything the block selection needs (kept apart for tuning)."""
 
     blocks: list[Block]
+    tree: Tree  # the elements the blocks point into
     title: str | None
     headline: int | None  # index of the block showing the title as a heading
     published: str | None  # from metadata; None when the page has none
@@ -67,18 +69,18 @@ def _headline_index(blocks: list[Block], title: str | None) -> int | None:
 
 def prepare(html: str) -> Prepared:
     """Parse ``html`` and cut it into blocks; read title and metadata date first (linearising prunes <head>)."""
-    root = parse_html(html)
-    if root is None:
-        return Prepared(blocks=[], title=None, headline=None, published=None)
-    title = find_title(root) or None
-    published = find_published(root, source=html)
-    blocks = linearise(root)
-    return Prepared(blocks=blocks, title=title, headline=_headline_index(blocks, title), published=published)
+    document = parse_html(html)
+    if document is None:
+        return Prepared(blocks=[], tree=Tree(), title=None, headline=None, published=None)
+    title = find_title(document) or None
+    published = find_published(document, source=html)
+    blocks, tree = linearise(document)
+    return Prepared(blocks=blocks, tree=tree, title=title, headline=_headline_index(blocks, title), published=published)
 
 
 def select_and_join(prepared: Prepared, params: Params | None = None) -> str:
     """The main text of a prepared page: the selected blocks, one per line."""
-    return "\n".join(block.text for block in select_blocks(prepared.blocks, params, prepared.headline))
+    return "\n".join(block.text for block in select_blocks(prepared.blocks, prepared.tree, params, prepared.headline))
 
 
 def extract(html: str | bytes, url: str | None = None, *, params: Params | None = None) -> Extracted:
@@ -91,7 +93,7 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
     if isinstance(html, bytes | bytearray):
         html, _ = decode_html(bytes(html))
     prepared = prepare(html or "")
-    selected = select_blocks(prepared.blocks, params, prepared.headline)
+    selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline)
     published = prepared.published
     if published is None and selected:  # no metadata: look for a dated byline around the start of the text
         first = selected[0].index

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_right
 from dataclasses import dataclass, replace
+from itertools import accumulate
+from operator import sub
 
-from lxml import etree
-
-from spiders.extraction.dom import Block
+from spiders.extraction.dom import Block, Tree
 
 __all__ = ["Params", "block_value", "select_blocks"]
+
+# Words, language-independently: runs of letters or digits, and every CJK character alone (as the scorer counts).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class Params:
     include_headline: bool = True  # an article's text starts with its headline (when the region is anchored on it)
     dedupe_chars: int = 30  # a block repeating an earlier one this long is dropped (print copies, quotes of quotes)
     spread_share: float = 0.5  # no headline-anchored article and the dense region holds less of the page's text
+    section_title_words: int = 2  # ... or the headline has at most this many words: a section's name (0: never)
     end_drop: float = 0.25  # the region ends where its running value falls to this share of its peak ...
     article_link_max: float = 0.8  # ... but in an article under its headline only lines less linked than this
     end_ratio: float = 0.5  # ... when the blocks after that valley are this much shorter than the article's (0: off)
@@ -50,12 +57,14 @@ def block_value(block: Block, params: Params) -> float:
 
 
 def _cost(values: list[float], params: Params) -> float:
-    """Per-block threshold of the line-block scan: a share of the peak density of 2k+1 consecutive blocks."""
+    """Per-block threshold of the line-block scan: a share of the peak density of 2k+1 consecutive blocks
+    (windows are cut at the page's ends; the sum is still divided by 2k+1)."""
     n, k = len(values), params.window
-    prefix = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-    peak = max((prefix[min(n, i + k + 1)] - prefix[max(0, i - k)]) / (2 * k + 1) for i in range(n))
+    prefix = [0.0, *accumulate(values)]
+    window_ends = prefix[k + 1 : n + 1]  # block i's window is prefix[max(0, i - k) : min(n, i + k + 1)]
+    window_ends += [prefix[n]] * (n - len(window_ends))
+    window_starts = [0.0] * min(k, n) + prefix[: max(0, n - k)]
+    peak = max(map(sub, window_ends, window_starts)) / (2 * k + 1)
     return max(params.min_cost, params.cost_ratio * peak)
 
 
@@ -139,88 +148,117 @@ def _before_comments(blocks: list[Block], values: list[float], span: tuple[int, 
     for i in range(start, end):
         block = blocks[i]
         # Not a list item: a tab or menu entry "Comments (0)" can sit above the text.
-        if i > start and block.chars <= 40 and block.tag != "li" and before >= 0.5 * total:
-            lowered = block.text.lower()
-            if any(word in lowered for word in _COMMENT_WORDS):
+        if i > start and before >= 0.5 * total:
+            if block.heading and block.link_density >= 0.8:
                 return (start, i)
+            if block.chars <= 40 and block.tag != "li":
+                lowered = block.text.lower()
+                if any(word in lowered for word in _COMMENT_WORDS):
+                    return (start, i)
         if values[i] > 0:
             before += values[i]
     return span
 
 
-def _container(blocks: list[Block], values: list[float], span: tuple[int, int], params: Params) -> etree._Element:
-    """The deepest element that holds ``coverage`` of the region's value: the article's own container."""
-    weight: dict[etree._Element, float] = {}
-    depth: dict[etree._Element, int] = {}
+def _container(blocks: list[Block], values: list[float], span: tuple[int, int], tree: Tree, params: Params) -> int:
+    """The deepest element that holds ``coverage`` of the region's value: the article's own container.
+
+    Linear in the page's elements (a 10^4-deep page is fine): each element's weight is passed to its parent in
+    reverse document order, so an element is complete when it is reached; and as elements covering a share
+    above one half form one chain of ancestors, the first that covers enough is the deepest."""
+    weight = [0.0] * len(tree)
     total = 0.0
     for i in range(*span):
-        if values[i] <= 0:
-            continue
-        total += values[i]
-        chain = []
-        element = blocks[i].element
-        while element is not None:
-            weight[element] = weight.get(element, 0.0) + values[i]
-            chain.append(element)
-            element = element.getparent()
-        for level, element in enumerate(reversed(chain)):
-            depth[element] = level
-    best, best_depth = None, -1
-    for element, w in weight.items():
-        if w >= params.coverage * total and depth[element] > best_depth:
-            best, best_depth = element, depth[element]
-    return best if best is not None else blocks[span[0]].element
+        value = values[i]
+        if value > 0:
+            total += value
+            weight[blocks[i].element] += value
+    if total <= 0:
+        return blocks[span[0]].element
+    needed, parent = params.coverage * total, tree.parent
+    for element in range(len(weight) - 1, -1, -1):
+        value = weight[element]
+        if value >= needed:
+            return element
+        if value and element:
+            weight[parent[element]] += value
+    return blocks[span[0]].element
 
 
 _TABLE_TAGS = frozenset(("table", "tbody", "thead", "tfoot", "tr", "td", "th"))
 
 
-def _owners(items: list[etree._Element]) -> dict[etree._Element, etree._Element]:
-    """Every element inside one of ``items`` -> that item (one walk in C per item)."""
-    return {element: item for item in items for element in item.iter()}
-
-
 def _repeated_items(
-    blocks: list[Block], values: list[float], container: etree._Element, params: Params
-) -> dict[etree._Element, etree._Element] | None:
+    blocks: list[Block], values: list[float], container: int, tree: Tree, params: Params
+) -> list[tuple[int, int]] | None:
     """Forum threads, answers, reviews: when the article's container is (inside) one of several siblings with the
     same tag and class that each hold running text, those siblings together are the main content. The class
     must be set (bare <div>s and table cells are layout) and most siblings must hold text (a row of cards does
-    not). Returns the owner map of those items, or None."""
+    not). Returns those items as element ranges (first, end) in document order, or None."""
     element = container
     for _ in range(params.repeat_levels):
-        parent = element.getparent()
-        if parent is None or element.tag in ("body", "html"):
+        parent = tree.parent[element]
+        tag = tree.tag(element)
+        if parent < 0 or tag in ("body", "html"):
             return None
-        tag, names = element.tag, element.get("class")
+        names = tree.classes(element)
         if names and tag not in _TABLE_TAGS:
-            items = [sibling for sibling in parent if sibling.tag == tag and sibling.get("class") == names]
+            tag_id = tree.tag_ids[element]
+            items = [
+                (sibling, tree.end[sibling])
+                for sibling in tree.children(parent)
+                if tree.tag_ids[sibling] == tag_id and tree.classes(sibling) == names
+            ]
             if len(items) >= params.repeat_min_items:
-                owners = _owners(items)
-                text: dict[etree._Element, int] = {}
+                text = [0] * len(items)
+                starts = [first for first, _ in items]
                 for i, block in enumerate(blocks):
-                    owner = owners.get(block.element)
-                    if owner is not None and values[i] > 0 and block.link_density <= params.link_density_max:
-                        text[owner] = text.get(owner, 0) + block.chars
-                posts = sum(1 for chars in text.values() if chars >= params.repeat_min_chars)
+                    item = _owner(items, starts, block.element)
+                    if item >= 0 and values[i] > 0 and block.link_density <= params.link_density_max:
+                        text[item] += block.chars
+                posts = sum(1 for chars in text if chars >= params.repeat_min_chars)
                 if posts >= params.repeat_min_items and posts >= params.repeat_share * len(items):
-                    return owners
+                    return items
         element = parent
     return None
 
 
-def select_blocks(blocks: list[Block], params: Params | None = None, headline: int | None = None) -> list[Block]:
+def _mostly_furniture(blocks: list[Block], items: list[tuple[int, int]], starts: list[int], own: int) -> bool:
+    """Whether most of the text in ``items`` other than the item ``own`` is in furniture."""
+    furniture = other = 0
+    for block in blocks:
+        item = _owner(items, starts, block.element)
+        if item >= 0 and item != own:
+            other += block.chars
+            if block.furniture:
+                furniture += block.chars
+    return 2 * furniture > other
+
+
+def _owner(items: list[tuple[int, int]], starts: list[int], element: int) -> int:
+    """The position of the item whose subtree holds ``element``, or -1."""
+    position = bisect_right(starts, element) - 1
+    return position if position >= 0 and element < items[position][1] else -1
+
+
+def select_blocks(
+    blocks: list[Block], tree: Tree, params: Params | None = None, headline: int | None = None
+) -> list[Block]:
     """Return the main-text blocks in document order (empty when the page has no text).
 
-    ``headline`` is the index of the block holding the page's confirmed title, if any."""
+    ``tree`` is the page's element tree the blocks point into; ``headline`` is the index of the block holding
+    the page's confirmed title, if any."""
     params = params or Params()
     if not blocks:
         return []
     trust_furniture = True
     furniture_chars = sum(b.chars for b in blocks if b.furniture)
-    if furniture_chars > params.furniture_max_share * sum(b.chars for b in blocks):
+    if furniture_chars > params.furniture_max_share * sum(b.chars for b in blocks) and (
+        headline is None or blocks[headline].furniture
+    ):
         # A page cannot be mostly furniture: a wrapper's class ("docs-sidebar-layout") or an unclosed <button>
-        # swallowing the page misled the flags, so here they say nothing.
+        # swallowing the page misled the flags, so here they say nothing. Unless the headline stands outside
+        # the furniture: then the flags are right and the story is short under a long comment thread.
         params, trust_furniture = replace(params, furniture_weight=1.0), False
     values = [block_value(b, params) for b in blocks]
     cost = _cost(values, params)
@@ -233,30 +271,40 @@ def select_blocks(blocks: list[Block], params: Params | None = None, headline: i
             span = anchored
     spread = False
     article = headline is not None and 0 <= span[0] - headline <= params.anchor_reach
-    if params.spread_share and not article:
+    # A headline of a word or two ("Science", "Remote jobs", "科技") names a section, not a story: its page is a
+    # listing unless the text under it is most of the page.
+    section = article and len(_WORDS.findall(blocks[headline].text)) <= params.section_title_words
+    if params.spread_share and (not article or section):
         # No article under a headline, and the densest run holds little of the page's text: a listing, a shop
         # grid, a landing page. Their main content is spread over the page, so take the container of it all.
         positive = sum(v for v in values if v > 0)
         if positive and sum(v for v in values[span[0] : span[1]] if v > 0) < params.spread_share * positive:
-            spread, span = True, (0, len(blocks))
+            spread, span, article = True, (0, len(blocks)), False
     if params.end_ratio and not spread:
         span = _article_end(blocks, values, cost, span, params)
     if params.comments_cut and article:
         span = _before_comments(blocks, values, span)
-    container = _container(blocks, values, span, params)
-    inside = set(container.iter())
+    container = _container(blocks, values, span, tree, params)
+    inside_first, inside_end = container, tree.end[container]
     if spread:
         span = (0, 0)
-    posts = _repeated_items(blocks, values, container, params) if params.repeat_levels else None
+    posts = _repeated_items(blocks, values, container, tree, params) if params.repeat_levels else None
+    starts = [first for first, _ in posts] if posts else []
+    if posts and article and trust_furniture:
+        story = _owner(posts, starts, blocks[headline].element)
+        if story >= 0 and _mostly_furniture(blocks, posts, starts, story):
+            # The story's own box holds its headline and its like-classed siblings are mostly furniture: they
+            # are the page's other boxes (teasers, most commented, sidebars), not posts of one thread.
+            posts = None
     selected = []
     for i, block in enumerate(blocks):
         in_region = span[0] <= i < span[1]
         furniture = block.furniture and trust_furniture
-        if posts is not None and block.element in posts:
+        if posts is not None and _owner(posts, starts, block.element) >= 0:
             if block.link_density <= params.link_density_max:
                 selected.append(block)
             continue
-        if not in_region and block.element not in inside:
+        if not in_region and not inside_first <= block.element < inside_end:
             continue
         if block.link_density > params.link_density_max and not (
             ((in_region and (not article or block.link_density < params.article_link_max)) or spread)

@@ -10,7 +10,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 
-from lxml import etree
+from selectolax.lexbor import LexborHTMLParser
 
 __all__ = ["find_published", "parse_date"]
 
@@ -102,48 +102,52 @@ def parse_date(text: str) -> str | None:
     return None
 
 
-_ITEMPROP = etree.XPath("//*[@itemprop]")
 _ITEMPROP_DATE = re.compile(r"""itemprop\s*=\s*["']?datePublished""", re.IGNORECASE)
 
 
-def _from_metadata(root: etree._Element, source: str | None) -> str | None:
+def _from_metadata(document: LexborHTMLParser, source: str | None) -> str | None:
     found: dict[str, str] = {}
-    for meta in root.iter("meta"):
-        if meta.get("content") is None:
+    times = []
+    for element in document.css("meta[content], time[datetime]"):  # one pass over the tree
+        attributes = element.attributes
+        if "content" not in attributes:
+            times.append(attributes)
             continue
-        key = (meta.get("property") or meta.get("name") or meta.get("itemprop") or "").strip().lower()
+        key = (attributes.get("property") or attributes.get("name") or attributes.get("itemprop") or "").strip().lower()
         if key in _META_NAMES and key not in found:
-            found[key] = meta.get("content") or ""
+            found[key] = attributes.get("content") or ""
     for key in _META_NAMES:
         if key in found and (iso := parse_date(found[key])):
             return iso
     # Microdata and JSON-LD both spell "datePublished": when the source has no such word (most pages), skip the
-    # two scans of the whole tree.
+    # two searches.
     if source is None or "atePublished" in source or "atepublished" in source:
-        for script in root.iter("script"):  # JSON-LD first: a few <script>s, where microdata means every element
-            if "ld+json" in (script.get("type") or "") and script.text:
-                match = _JSON_LD_DATE.search(script.text)
-                if match and (iso := parse_date(match.group(1))):
-                    return iso
+        for script in document.css('script[type*="ld+json" i]'):
+            match = _JSON_LD_DATE.search(script.text())
+            if match and (iso := parse_date(match.group(1))):
+                return iso
         itemprop = source is None or _ITEMPROP_DATE.search(source)
-        for element in _ITEMPROP(root) if itemprop else ():
-            if (element.get("itemprop") or "").lower() == "datepublished":
-                value = element.get("content") or element.get("datetime") or "".join(element.itertext())
+        for element in document.css("[itemprop]") if itemprop else ():
+            attributes = element.attributes
+            if (attributes.get("itemprop") or "").lower() == "datepublished":
+                value = attributes.get("content") or attributes.get("datetime") or element.text()
                 if iso := parse_date(value):
                     return iso
-    for element in root.iter("time"):
-        if iso := parse_date(element.get("datetime") or ""):
+    for attributes in times:
+        if iso := parse_date(attributes.get("datetime") or ""):
             return iso
     return None
 
 
-def find_published(root: etree._Element | None, nearby_text: list[str] = (), source: str | None = None) -> str | None:
+def find_published(
+    document: LexborHTMLParser | None, nearby_text: list[str] = (), source: str | None = None
+) -> str | None:
     """Publication date from metadata, else from ``nearby_text`` (lines around the headline), else None.
 
-    ``source``, the HTML the tree was parsed from, lets the search skip what the page cannot hold."""
-    if root is not None:
+    ``source``, the HTML the document was parsed from, lets the search skip what the page cannot hold."""
+    if document is not None:
         try:
-            iso = _from_metadata(root, source)
+            iso = _from_metadata(document, source)
         except (ValueError, json.JSONDecodeError):
             iso = None
         if iso:

@@ -1,201 +1,69 @@
-"""Parse HTML and linearise it into text blocks: the "lines" of the line-block distribution method.
+"""Linearise a parsed page into text blocks: the "lines" of the line-block distribution method.
 
 The seed's method strips tags and splits the source on newline characters, so a minified page (one physical line)
 or a page that breaks lines inside a paragraph defeats it. Here the lines are *rendered* lines instead: a new
-block starts at every block-level element and ``<br>``, whatever the source's layout. One iterative pass over the
-lxml tree (no recursion, so 10^5 nested elements are fine) records for each block its text, its length, how much
-of it is link text, and what its ancestors say about it (``<nav>``, ``class="comments"``, ...).
+block starts at every block-level element and ``<br>``, whatever the source's layout (what each element means is
+in ``markup.py``; parsing, in ``parse.py``). One iterative pass over the tree (no recursion, so 10^5 nested
+elements are fine) records for each block its text, its length, how much of it is link text, and what its
+ancestors say about it (``<nav>``, ``class="comments"``, ...); it also numbers the elements in document order
+(:class:`Tree`), so that the block selection reasons about containers and siblings with integers instead of calls
+into the parser.
 """
 
 from __future__ import annotations
 
-import re
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from lxml import etree
+from spiders.extraction.markup import (
+    BLOCK_TAGS,
+    BOILERPLATE_TAGS,
+    HEADING_TAGS,
+    INLINE_TAGS,
+    PAGE_TAGS,
+    SKIP_TAGS,
+    VOID_TAGS,
+    says_furniture,
+)
+from spiders.extraction.parse import prune
 
-__all__ = ["Block", "linearise", "parse_html"]
+__all__ = ["Block", "Tree", "linearise"]
 
-# Elements that end the current rendered line. <br> too: many Chinese CMSs write whole articles as one <div>
-# with <br><br> between paragraphs.
-BLOCK_TAGS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "body",
-        "br",
-        "button",
-        "caption",
-        "center",
-        "dd",
-        "details",
-        "dialog",
-        "div",
-        "dl",
-        "dt",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hr",
-        "html",
-        "legend",
-        "li",
-        "main",
-        "nav",
-        "noscript",
-        "ol",
-        "p",
-        "pre",
-        "section",
-        "summary",
-        "table",
-        "tbody",
-        "td",
-        "tfoot",
-        "th",
-        "thead",
-        "tr",
-        "ul",
-    ]
-)
-# Never visible, or never main text.
-SKIP_TAGS = frozenset(
-    [
-        "applet",
-        "audio",
-        "canvas",
-        "datalist",
-        "embed",
-        "head",
-        "iframe",
-        "input",
-        "link",
-        "map",
-        "math",
-        "meta",
-        "object",
-        "option",
-        "script",
-        "select",
-        "style",
-        "svg",
-        "template",
-        "textarea",
-        "title",
-        "video",
-    ]
-)
-# Text-free elements and inline formatting: removed (the former, tails kept) or unwrapped (the latter, text and
-# children kept) in C before the walk, which then visits about a fifth fewer elements. <a> stays: link text counts.
-VOID_TAGS = ("img", "picture", "source", "track", "wbr", "area", "param", "col", "colgroup")
-INLINE_TAGS = (
-    "span",
-    "b",
-    "i",
-    "u",
-    "s",
-    "q",
-    "em",
-    "strong",
-    "font",
-    "small",
-    "big",
-    "sup",
-    "sub",
-    "abbr",
-    "cite",
-    "code",
-    "mark",
-    "time",
-    "label",
-    "strike",
-    "tt",
-    "var",
-    "kbd",
-    "ins",
-    "del",
-    "bdi",
-    "bdo",
-    "nobr",
-    "dfn",
-    "samp",
-    "data",
-)
-_PAGE_TAGS = frozenset(("html", "body"))
-HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
-# Containers that are page furniture by definition (HTML5 sectioning semantics).
-# <button> too: its label is interface, but it is not skipped outright, because libxml2 does not close an
-# unclosed <button> at the next block and it can swallow the rest of the page.
-BOILERPLATE_TAGS = frozenset(("nav", "aside", "footer", "button"))
 
-# class/id words that mark furniture. ``_FURNITURE_PARTS`` match anywhere ("commentlist", "site-footer");
-# ``_FURNITURE_WORDS`` only as whole words, being short ("nav" but not "canvas"). ``_KEEP_PARTS`` cancel them:
-# a forum's "comment-body" or "post-content" is content. Plain substring tests: a big regex alternation costs
-# ~25 µs per class string, this ~2 µs.
-_FURNITURE_PARTS = (
-    "comment",
-    "komentar",  # Polish, Czech, Slovak, Croatian ... (komentarze, komentare)
-    "kommentar",  # German, Scandinavian
-    "disqus",
-    "respond",
-    "footer",
-    "sidebar",
-    "side-bar",
-    "related",
-    "recommend",
-    "popular",
-    "trending",
-    "social",
-    "breadcrumb",
-    "crumbs",
-    "navbar",
-    "navigation",
-    "menu",
-    "masthead",
-    "banner",
-    "sponsor",
-    "promo",
-    "advert",
-    "copyright",
-    "subscribe",
-    "signup",
-    "cookie",
-    "consent",
-    "gdpr",
-    "modal",
-    "popup",
-    "outbrain",
-    "taboola",
-    "toolbar",
-    "taglist",
-    "tag-list",
-    "authorbio",
-    "author-bio",
-    "morestories",
-    "more-stories",
-    "readmore",
-    "read-more",
-    "alsoread",
-    "also-read",
-    "hotnews",
-    "hot-news",
-)
-_FURNITURE_WORDS = frozenset(("nav", "ad", "ads", "tag", "tags", "foot", "xgxw", "xgwz", "rmtj"))
-_KEEP_PARTS = ("article", "content", "main", "postbody", "post-body", "entry", "story", "text", "body")
-_STATE_PREFIXES = ("has", "with", "no-", "is-", "show", "hide", "enable", "disable")
-_WORD_SPLIT = re.compile(r"[^a-z0-9-]+")
-_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
-_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*>", re.IGNORECASE)
+class Tree:
+    """The page's elements numbered in document order (preorder), with their parents and subtree ends: element
+    ``i``'s descendants are exactly ``i + 1 .. end[i] - 1``. Built by :func:`linearise` as it walks."""
+
+    __slots__ = ("end", "nodes", "parent", "tag_ids")
+
+    def __init__(self) -> None:
+        self.nodes: list[LexborNode] = []  # the parser's node for each element (for names and attributes)
+        self.tag_ids: list[int] = []  # lexbor's tag id: equal ids mean equal tag names within a page
+        self.parent: list[int] = []  # index of the parent element, -1 for the root
+        self.end: list[int] = []  # one past the last descendant
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def tag(self, index: int) -> str:
+        return _tag_names.get(self.tag_ids[index]) or self.nodes[index].tag
+
+    def classes(self, index: int) -> str | None:
+        return self.nodes[index].attributes.get("class")
+
+    def children(self, index: int) -> list[int]:
+        children, child, end = [], index + 1, self.end[index]
+        while child < end:
+            children.append(child)
+            child = self.end[child]
+        return children
+
+    def ancestors(self, index: int) -> list[int]:
+        """``index`` and every element above it, innermost first."""
+        chain = []
+        while index >= 0:
+            chain.append(index)
+            index = self.parent[index]
+        return chain
 
 
 class Block:
@@ -205,184 +73,189 @@ class Block:
     __slots__ = ("chars", "element", "furniture", "heading", "index", "link_chars", "link_density", "tag", "text")
 
     def __init__(
-        self,
-        text: str,
-        chars: int,
-        link_chars: int,
-        element: etree._Element,
-        furniture: bool,
-        index: int = 0,
+        self, text: str, chars: int, link_chars: int, element: int, tag: str, furniture: bool, index: int = 0
     ) -> None:
         self.text = text
         self.chars = chars  # non-space characters
         self.link_chars = link_chars  # non-space characters inside <a>
         self.link_density = link_chars / chars if chars else 0.0
-        self.element = element  # the nearest block-level element around the text
-        self.tag = element.tag
+        self.element = element  # the nearest block-level element around the text (an index into the Tree)
+        self.tag = tag
         self.furniture = furniture  # inside <nav>/<aside>/<footer> or an element whose class/id says furniture
-        self.heading = self.tag in HEADING_TAGS
+        self.heading = tag in HEADING_TAGS
         self.index = index
 
     def __repr__(self) -> str:
         return f"Block({self.index}, {self.tag}, {self.chars}, {self.text[:30]!r})"
 
 
-_PARSER_OPTIONS = {"remove_comments": True, "remove_pis": True, "no_network": True, "huge_tree": False}
+# What the walk does at an element, by lexbor tag id (ids of standard tags are fixed; a page's custom elements
+# get ids of their own, looked up by name). Skipped and inline elements are left out of the Tree: the former
+# with their content (their following text is a sibling node, visible), the latter keep their content in the
+# line around them, as if their tags had been stripped.
+_OTHER, _BLOCK, _BOILERPLATE, _PAGE, _LINK, _INLINE, _SKIP = range(7)
+_TEXT_NODE, _COMMENT_NODE = 2, 4  # lexbor's ids of text and comment nodes
+_STANDARD_IDS = 4096  # lexbor's own tag ids are below this; custom elements get per-document ids above it
+_KIND_BY_NAME = {
+    **{name: _BLOCK for name in BLOCK_TAGS},
+    **{name: _BOILERPLATE for name in BOILERPLATE_TAGS},
+    **{name: _PAGE for name in PAGE_TAGS},
+    **{name: _INLINE for name in INLINE_TAGS},
+    **{name: _SKIP for name in (*SKIP_TAGS, *VOID_TAGS)},
+    "a": _LINK,
+}
+_tag_kinds: dict[int, int] = {}
+_tag_names: dict[int, str] = {}
 
 
-def parse_html(html: str) -> etree._Element | None:
-    """Parse (recovering from anything) into an lxml tree; None when there is nothing to parse."""
-    html = _XML_DECLARATION.sub("", html, count=1).replace("\x00", "")
-    if not html.strip():
-        return None
-    try:
-        root = etree.fromstring(html, etree.HTMLParser(**_PARSER_OPTIONS))
-    except (etree.ParserError, etree.XMLSyntaxError, ValueError):
-        return None
-    return root
-
-
-_FURNITURE, _KEEP = 1, 2
-_word_kinds: dict[str, int] = {}  # class/id word -> 0, _FURNITURE or _KEEP; words repeat across pages
-
-
-def _word_kind(word: str) -> int:
-    kind = _word_kinds.get(word)
-    if kind is None:
-        if word.startswith(_STATE_PREFIXES):  # "has-sidebar", "uix_hasCrumbs": a page state, not a region
-            kind = 0
-        elif any(map(word.__contains__, _KEEP_PARTS)):  # map over a bound method: no generator frame per part
-            kind = _KEEP
-        elif word in _FURNITURE_WORDS or any(map(word.__contains__, _FURNITURE_PARTS)):
-            kind = _FURNITURE
-        else:
-            kind = 0
-        if len(_word_kinds) < 100_000:
-            _word_kinds[word] = kind
+def _learn_tag(node: LexborNode, tag_id: int) -> int:
+    name = node.tag
+    kind = _KIND_BY_NAME.get(name, _OTHER)
+    if tag_id < _STANDARD_IDS:
+        _tag_kinds[tag_id], _tag_names[tag_id] = kind, name
     return kind
 
 
-_names_verdicts: dict[str, bool] = {}  # whole class/id strings repeat within and across pages
+def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list[bool | None]) -> bool:
+    """Fill in the furniture verdicts of the open blocks not judged yet (innermost last); return the innermost's.
+    The root is always judged (a page element), so the search for the last judged block ends."""
+    first = len(furniture_stack) - 1
+    while furniture_stack[first] is None:
+        first -= 1
+    around = furniture_stack[first]
+    for position in range(first + 1, len(furniture_stack)):
+        if not around:
+            attributes = tree.nodes[block_stack[position]].attributes
+            names = attributes.get("class")
+            identifier = attributes.get("id")
+            if identifier:
+                names = f"{names} {identifier}" if names else identifier
+            around = bool(names) and says_furniture(names)
+        furniture_stack[position] = around
+    return around
 
 
-def _says_furniture(names: str) -> bool:
-    """Whether class/id names mark furniture: some word does and no word says content ("comment-body")."""
-    verdict = _names_verdicts.get(names)
-    if verdict is None:
-        kinds = 0
-        for word in _WORD_SPLIT.split(names.lower()):
-            kinds |= _word_kind(word)
-        verdict = kinds == _FURNITURE
-        if len(_names_verdicts) < 100_000:
-            _names_verdicts[names] = verdict
-    return verdict
-
-
-# Hidden elements: their style and hidden attributes, found in C (an attribute-axis XPath is several times
-# cheaper than a predicate over every element, or than reading two attributes per element in the walk).
-_HIDING_ATTRIBUTES = etree.XPath("//@style|//@hidden")
-
-
-def _drop_hidden(root: etree._Element) -> bool:
-    """Remove hidden subtrees, keeping their tails (the text after a hidden element is visible). False when the
-    whole page is hidden."""
-    hidden = []
-    for value in _HIDING_ATTRIBUTES(root):
-        if value.attrname == "hidden" or (("none" in value or "hidden" in value) and _HIDDEN_STYLE.search(value)):
-            hidden.append(value.getparent())
-    for element in hidden:
-        parent = element.getparent()
-        if parent is None:
-            if element is root:
-                return False
-            continue  # already inside a removed subtree
-        tail = element.tail
-        if tail:
-            previous = element.getprevious()
-            if previous is not None:
-                previous.tail = (previous.tail or "") + tail
-            else:
-                parent.text = (parent.text or "") + tail
-        parent.remove(element)
-    return True
-
-
-def linearise(root: etree._Element) -> list[Block]:
+def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
     """Walk the tree once and cut its visible text into blocks (see the module docstring).
 
-    Prunes ``SKIP_TAGS`` and hidden subtrees from the tree first (found in C), so call it after reading
-    ``<head>``. Per element the walk then reads only the tag, text and tail; block-level elements also have their
-    class/id read (only they can hold a whole sidebar or comment thread)."""
-    etree.strip_elements(root, *SKIP_TAGS, with_tail=False)
-    if not _drop_hidden(root):
-        return []
-    etree.strip_elements(root, *VOID_TAGS, with_tail=False)
-    etree.strip_tags(root, *INLINE_TAGS)
+    Removes hidden subtrees and placeholder anchors from the document first (found in C), so call it after
+    reading ``<head>``. The walk leaves out ``SKIP_TAGS`` and ``VOID_TAGS`` with their content and sees through
+    ``INLINE_TAGS``; per node it reads only the tag id or the text; block-level elements holding text also have
+    their class/id read (only they can hold a whole sidebar or comment thread)."""
+    tree = Tree()
     blocks: list[Block] = []
+    root = document.root
+    if root is None or not prune(document):
+        return blocks, tree
+    nodes, tag_ids, parents, ends = tree.nodes, tree.tag_ids, tree.parent, tree.end
+    tag_kinds, tag_names = _tag_kinds, _tag_names
     pieces: list[str] = []
     visible = False  # whether ``pieces`` hold more than white space
     link_chars = 0
-    block_stack: list[etree._Element] = [root]  # the innermost open block-level element is the text's home
-    furniture: set[etree._Element] = set()  # open elements that mark their subtree as furniture
-    block_tags, boilerplate_tags, says_furniture = BLOCK_TAGS, BOILERPLATE_TAGS, _says_furniture
+    block_stack: list[int] = []  # the innermost open block-level element is the text's home
+    # Per open block: whether it or a block around it is furniture; None until a line inside it needs to know
+    # (class/id names are read and judged only for blocks that hold text, and not at all inside furniture).
+    furniture_stack: list[bool | None] = []
+    links = 0  # open <a> elements
 
     def flush() -> None:  # called only when ``pieces`` hold visible text
         nonlocal link_chars, visible
         text = " ".join("".join(pieces).split())
         chars = len(text) - text.count(" ")
-        blocks.append(Block(text, chars, min(link_chars, chars), block_stack[-1], bool(furniture), len(blocks)))
+        home = block_stack[-1]
+        furniture = furniture_stack[-1]
+        if furniture is None:
+            furniture = _judge_open_blocks(tree, block_stack, furniture_stack)
+        tag = tag_names.get(tag_ids[home]) or nodes[home].tag
+        blocks.append(Block(text, chars, min(link_chars, chars), home, tag, furniture, len(blocks)))
         pieces.clear()
         link_chars, visible = 0, False
 
-    links: list[etree._Element] = []  # open <a> elements
-    for event, element in etree.iterwalk(root, events=("start", "end")):
-        if event == "start":
-            tag = element.tag
-            if tag in block_tags:
-                if visible:
-                    flush()
-                elif pieces:  # white space between blocks: no call
-                    pieces.clear()
-                    link_chars = 0
-                block_stack.append(element)
-                if tag in boilerplate_tags:
-                    furniture.add(element)
-                elif tag not in _PAGE_TAGS:  # the page as a whole is never furniture, whatever its class says
-                    names = element.get("class")
-                    identifier = element.get("id")
-                    if identifier:
-                        names = f"{names} {identifier}" if names else identifier
-                    if names and says_furniture(names):
-                        furniture.add(element)
-            elif tag == "a":
-                links.append(element)
-            text = element.text
-            if text:
+    # The stack holds, per open element: its node, its index in the Tree (-1: not in it), and what closing it
+    # undoes (0 nothing, 1 a block, 3 a link).
+    stack: list[tuple[LexborNode, int, int]] = []
+    node, parent = root, -1
+    while True:
+        tag_id = node.tag_id
+        if tag_id == _TEXT_NODE:
+            if node.is_empty_text_node:  # white space (most text nodes): only a separator
+                if pieces:
+                    pieces.append(" ")
+            else:
+                text = node.text_content
                 pieces.append(text)
                 if not visible and not text.isspace():
                     visible = True
                 if links:
                     link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
-            continue
-        # End of an element: identity tests against the open stacks, cheaper than reading the tag again.
-        if element is block_stack[-1]:
-            if visible:
-                flush()
-            elif pieces:
-                pieces.clear()
-                link_chars = 0
-            block_stack.pop()
-            if furniture:
-                furniture.discard(element)
-        elif links and element is links[-1]:
-            links.pop()
-        text = element.tail
-        if text:
-            pieces.append(text)
-            if not visible and not text.isspace():
-                visible = True
-            if links:
-                link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
-    if visible:
+        elif tag_id != _COMMENT_NODE:
+            kind = tag_kinds.get(tag_id)
+            if kind is None:
+                kind = _learn_tag(node, tag_id)
+            if kind == _INLINE:
+                child = node.first_child
+                if child is not None:
+                    stack.append((node, -1, 0))
+                    node = child
+                    continue
+            elif kind != _SKIP:
+                index = len(nodes)
+                nodes.append(node)
+                tag_ids.append(tag_id)
+                parents.append(parent)
+                ends.append(index + 1)
+                closing = 0
+                if kind == _LINK:
+                    links += 1
+                    closing = 3
+                elif kind:
+                    if visible:
+                        flush()
+                    elif pieces:  # white space between blocks: no call
+                        pieces.clear()
+                        link_chars = 0
+                    around = furniture_stack[-1] if furniture_stack else False
+                    if kind == _BOILERPLATE or around:
+                        furniture_stack.append(True)
+                    elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
+                        furniture_stack.append(around)
+                    else:
+                        furniture_stack.append(None)
+                    block_stack.append(index)
+                    closing = 1
+                child = node.first_child
+                if child is not None:
+                    stack.append((node, index, closing))
+                    node, parent = child, index
+                    continue
+                if closing == 3:
+                    links -= 1
+                elif closing:
+                    block_stack.pop()
+                    furniture_stack.pop()
+        # Done with ``node``: on to its next sibling, closing the elements that end here.
+        while stack:
+            following = node.next
+            if following is not None:
+                node = following
+                break
+            node, index, closing = stack.pop()
+            if index < 0:
+                continue
+            ends[index] = len(nodes)
+            parent = parents[index]
+            if closing == 3:
+                links -= 1
+            elif closing:
+                if visible:
+                    flush()
+                elif pieces:
+                    pieces.clear()
+                    link_chars = 0
+                block_stack.pop()
+                furniture_stack.pop()
+        else:
+            break
+    if visible and block_stack:
         flush()
-    return blocks
+    return blocks, tree

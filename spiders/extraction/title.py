@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from lxml import etree
+from selectolax.lexbor import LexborHTMLParser
 
 __all__ = ["find_title"]
 
@@ -23,11 +23,16 @@ def _clean(text: str | None) -> str:
     return " ".join((text or "").split())
 
 
-def _meta(root: etree._Element, attribute: str, value: str) -> str:
-    for element in root.iterfind(f".//meta[@{attribute}]"):
-        if (element.get(attribute) or "").strip().lower() == value:
-            return _clean(element.get("content"))
-    return ""
+def _meta_titles(metas: list[dict[str, str | None]]) -> str:
+    """The first non-empty title among the ``<meta>`` tags (their attributes) of ``_META_TITLES``, in that order
+    of trust."""
+    found: dict[tuple[str, str], str] = {}
+    for attributes in metas:
+        for attribute, value in _META_TITLES:
+            key = (attribute, value)
+            if key not in found and (attributes.get(attribute) or "").strip().lower() == value:
+                found[key] = _clean(attributes.get("content"))
+    return next((found[key] for key in _META_TITLES if found.get(key)), "")
 
 
 def _similar(a: str, b: str) -> bool:
@@ -49,17 +54,25 @@ def _strip_site_name(title: str) -> str:
     return max(parts, key=len) if len(parts) > 1 else title
 
 
-def find_title(root: etree._Element | None) -> str:
+def find_title(document: LexborHTMLParser | None) -> str:
     """Best headline for the page: an ``<h1>`` confirmed by ``<title>``/og:title, else og:title, else a cleaned
     ``<title>``, else the first ``<h1>``; empty string when the page has none."""
-    if root is None:
+    if document is None:
         return ""
-    document_title = ""
-    for element in root.iterfind(".//title"):
-        document_title = _clean(element.text)
-        break
-    meta_title = next((t for t in (_meta(root, a, v) for a, v in _META_TITLES) if t), "")
-    headings = [_clean("".join(h.itertext())) for tag in ("h1", "h2") for h in root.iterfind(f".//{tag}")]
+    document_title, metas, h1, h2 = None, [], [], []
+    for element in document.css("title, h1, h2, meta[content]"):  # one pass over the tree
+        tag = element.tag
+        if tag == "meta":
+            metas.append(element.attributes)
+        elif tag == "h1":
+            h1.append(element)
+        elif tag == "h2":
+            h2.append(element)
+        elif document_title is None:
+            document_title = _clean(element.text())
+    document_title = document_title or ""
+    meta_title = _meta_titles(metas)
+    headings = [_clean(h.text()) for h in h1 + h2]
     headings = [h for h in headings if 2 <= len(h) <= 300]
     for heading in headings:
         if _similar(heading, meta_title) or _similar(heading, document_title):

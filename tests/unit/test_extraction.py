@@ -202,6 +202,114 @@ def test_nested_and_doubly_hidden_elements():
     assert text == PARAGRAPHS[0] + "tail one kept tail two"  # no A, B or C: each sits in a hidden element
 
 
+def test_named_anchor_left_open_is_not_a_link():
+    # "<a name=top>" never closed: an HTML5 parser (like a browser) carries it on around the whole page, and the
+    # story would count as link text. An anchor with only a name or id is a placeholder: its text is plain text.
+    html = f"""<html><head><title>Council approves budget</title></head><body><a name="top">
+    <table><tr><td><ul>{NAV}</ul></td><td><h1>Council approves budget</h1>
+    {"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</td></tr></table></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS)
+    assert "Section 3" not in text
+
+
+def test_streamed_segment_is_shown_in_its_placeholder():
+    # React's streaming server rendering parks late content in <div hidden id="S:n"> and moves it to its
+    # <template id="B:n"> on load: it is shown, where the placeholder is. Other hidden elements stay hidden.
+    html = f"""<html><head><title>Council approves budget</title></head><body><nav><ul>{NAV}</ul></nav>
+    <main><h1>Council approves budget</h1><template id="B:1"></template><p>Loading</p></main>
+    <footer><p>© 2024 Daily Example. All rights reserved.</p></footer>
+    <div hidden id="S:1">{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div><div hidden><p>{COMMENTS[0]}</p></div>
+    <script>$RC("B:1","S:1")</script></body></html>"""
+    text = extract(html)["text"]
+    assert text.startswith("Council approves budget\n" + PARAGRAPHS[0])
+    assert all(p in text for p in PARAGRAPHS)
+    assert COMMENTS[0] not in text
+    assert "All rights reserved" not in text
+
+
+def test_article_ends_at_a_linked_teaser_heading():
+    # After the story, a list of teasers: each a heading linking to another story, then its summary (as dense as
+    # the story, so the dense region runs on into them and its container would be the whole page). The first
+    # such heading after most of the story ends the region, whose container is then the story's own.
+    teasers = "".join(
+        f'<div class="item"><h3><a href="/s{i}">Another story about the city number {i}</a></h3><p>{c}</p></div>'
+        for i, c in enumerate(COMMENTS[:3])
+    )
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="page">
+    <div><h1>Council approves budget</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div>
+    <div>{teasers}</div></div></body></html>"""
+    text = extract(html)["text"]
+    assert PARAGRAPHS[-1] in text
+    assert COMMENTS[0] not in text
+    assert "Another story" not in text
+
+
+def test_short_story_under_a_long_comment_thread():
+    # The comments (furniture by their class) are more than nine tenths of the page's text. That alone would
+    # make the furniture flags suspect (a page-wide wrapper can be misnamed), but the headline stands outside
+    # the furniture: the flags are right, and the comments stay out. So do the boxes that share the story's
+    # class: they are mostly furniture ("popular"), not posts of a thread.
+    comments = "".join(f'<div class="comment"><p>reader{i}: agreed, thanks for the story!</p></div>' for i in range(60))
+    popular = [f"Most read story number {i} of this week about the city and its budget plans" for i in range(4)]
+    boxes = "".join(f'<div class="box"><div class="popular">{line}</div></div>' for line in popular)
+    html = f"""<html><head><title>Council approves budget</title></head><body>
+    <div class="box"><h1>Council approves budget</h1>{"".join(f"<p>{p}</p>" for p in SHORT_STORY)}</div>
+    <div id="comments">{comments}</div>{boxes}</body></html>"""
+    text = extract(html)["text"]
+    assert text == "\n".join(["Council approves budget", *SHORT_STORY])
+
+
+def test_tree_numbers_elements_in_document_order():
+    from spiders.extraction.dom import linearise
+    from spiders.extraction.parse import parse_html
+
+    blocks, tree = linearise(parse_html("<div id=a><p>one <b>bold</b></p><ul><li>two</li><li>three</li></ul></div>"))
+    assert [b.text for b in blocks] == ["one bold", "two", "three"]
+    div = tree.parent[blocks[0].element]  # <b> is seen through: "one bold" is the <p>'s line
+    assert tree.tag(div) == "div" and tree.tag(blocks[0].element) == "p"
+    ul = tree.parent[blocks[1].element]
+    assert tree.children(ul) == [blocks[1].element, blocks[2].element]
+    assert tree.children(div) == [blocks[0].element, ul]
+    assert all(div < b.element < tree.end[div] for b in blocks)  # a subtree is a range of indices
+    assert tree.ancestors(blocks[2].element)[:3] == [blocks[2].element, ul, div]
+
+
+def test_a_section_named_in_a_word_or_two_is_a_listing():
+    # "Science" is the page's title and its <h1>, but it names a section: the text under it is only the first of
+    # many teasers (each cut off from the next by its list of topic links), and the page is a listing, whose
+    # content includes the teasers' linked titles. Under a headline of more words it is read as an article,
+    # whose lines that are all link are dropped.
+    tags = "".join(f"<li><a href=/t{i}>topic {i}</a></li>" for i in range(25))
+    items = "".join(
+        f'<div class="card"><h2><a href="/s{i}">Story number {i} of the section</a></h2><p>{p}</p><ul>{tags}</ul></div>'
+        for i, p in enumerate(PARAGRAPHS)
+    )
+    html = f"""<html><head><title>Science | Daily Example</title></head><body><nav><ul>{NAV}</ul></nav>
+    <main><h1>Science</h1>{items}</main></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS)
+    assert "Story number 2 of the section" in text
+    assert "Section 3" not in text
+    story = extract(html.replace("Science", "Science teachers win the national prize"))["text"]
+    assert story.startswith("Science teachers win the national prize\n" + PARAGRAPHS[0])
+    assert "Story number 2 of the section" not in story
+
+
+def test_pathologically_deep_or_wide_markup_is_bounded():
+    from spiders.extraction.parse import _bounded
+
+    # Nesting beyond 256 levels is flattened before parsing (as libxml2 and browsers cap it); the text stays.
+    assert extract("<div>" * 100_000 + "deep text" + "</div>" * 100_000)["text"] == "deep text"
+    flattened = _bounded("<div>" * 6000 + "x" + "</div>" * 6000)
+    assert flattened.count("<div>") == 256 and flattened.count("</div>") == 256 and "x" in flattened
+    # Thousands of options (quadratic for the parser): their tags go, and no option is ever main text.
+    assert "<option>" not in _bounded("<select>" + "<option>x" * 6000 + "</select>")
+    # Ordinary pages (few tags) are passed on untouched, even when deep.
+    page = "<div>" * 300 + "x" + "</div>" * 300
+    assert _bounded(page) is page
+
+
 def test_page_without_text():
     assert extract("<html><body><img src=a.png></body></html>") == {"text": "", "title": None, "published": None}
 
@@ -256,12 +364,14 @@ def _sample(source: str, lang: str, count: int) -> list[dict]:
 @pytest.mark.skipif(not DEV_SET.is_dir(), reason="extraction-dev set not available")
 @pytest.mark.parametrize(
     ("source", "lang", "floor"),
-    # Just below what the extractor reaches on these samples (zh 0.953, ru 0.895, pl 0.949, el 0.987, wcxb 0.849,
+    # Just below what the extractor reaches on these samples (zh 0.953, ru 0.899, pl 0.949, el 0.987, wcxb 0.845,
     # scrapinghub 0.916): a change that loses ground anywhere fails here. (wcxb's sample holds two of the few pages
-    # that lost when linked headings stopped anchoring articles, a change that gains on the whole set.)
+    # that lost when linked headings stopped anchoring articles, a change that gains on the whole set; its figure
+    # fell from 0.849 with the parser switch although its one changed page gained, 0.42 -> 0.57 F1: precision and
+    # recall are averaged apart, and that page traded precision for recall.)
     [
         ("daniel", "zh", 0.94),
-        ("daniel", "ru", 0.88),
+        ("daniel", "ru", 0.89),
         ("daniel", "pl", 0.935),
         ("daniel", "el", 0.97),
         ("wcxb", "en", 0.835),
