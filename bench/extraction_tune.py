@@ -38,6 +38,7 @@ SEARCH_SPACE = {
     "end_ratio": [0.0, 0.35, 0.5, 0.7],
     "end_tiny": [10, 15, 20],
     "section_title_words": [0, 1, 2, 3],
+    "min_line_words": [0.0, 4.0, 5.0, 6.0],
 }
 
 

@@ -43,6 +43,9 @@ class Params:
     end_ratio: float = 0.5  # ... when the blocks after that valley are this much shorter than the article's (0: off)
     comments_cut: bool = True  # an article ends at a short line announcing its comments ("13 Comment(s)")
     end_tiny: int = 15  # ... and most of them are no longer than this (votes, counters, buttons, form labels)
+    min_line_words: float = 5.0  # an "article" whose unlinked lines average fewer words is spread content (0: off)
+    post_furniture: bool = True  # furniture nested in a post with text of its own is not the post (False: kept)
+    drop_buttons: bool = True  # a <button>'s label is interface, even inside the region ("Add to Cart", sizes)
 
 
 def block_value(block: Block, params: Params) -> float:
@@ -251,6 +254,31 @@ def select_blocks(
     params = params or Params()
     if not blocks:
         return []
+    selected, spread = _select(blocks, tree, params, headline, force_spread=False)
+    if params.min_line_words and not spread and _few_words_per_line(selected, params):
+        # The "article" holds no running text: an intro line over product cards, a price and a size table, a
+        # menu of services. Such a page is spread content whatever its headline says.
+        selected, _ = _select(blocks, tree, params, headline, force_spread=True)
+    return selected
+
+
+def _few_words_per_line(selected: list[Block], params: Params) -> bool:
+    """Whether the selection's unlinked lines average fewer than ``min_line_words`` words (runs of letters or
+    digits, each CJK character one word: Chinese news is not short of words). Words are only counted when the
+    lines are short in characters too (a mean word longer than 12 characters is rare enough to ignore)."""
+    plain = [block for block in selected if block.link_density <= params.link_density_max]
+    if not plain:
+        return True
+    limit = params.min_line_words * len(plain)
+    if sum(block.chars for block in plain) >= 12 * limit:
+        return False
+    return sum(len(_WORDS.findall(block.text)) for block in plain) < limit
+
+
+def _select(
+    blocks: list[Block], tree: Tree, params: Params, headline: int | None, force_spread: bool
+) -> tuple[list[Block], bool]:
+    """The block selection proper; also says whether the page was taken as spread content."""
     trust_furniture = True
     furniture_chars = sum(b.chars for b in blocks if b.furniture)
     if furniture_chars > params.furniture_max_share * sum(b.chars for b in blocks) and (
@@ -274,11 +302,13 @@ def select_blocks(
     # A headline of a word or two ("Science", "Remote jobs", "科技") names a section, not a story: its page is a
     # listing unless the text under it is most of the page.
     section = article and len(_WORDS.findall(blocks[headline].text)) <= params.section_title_words
-    if params.spread_share and (not article or section):
+    if force_spread or (params.spread_share and (not article or section)):
         # No article under a headline, and the densest run holds little of the page's text: a listing, a shop
         # grid, a landing page. Their main content is spread over the page, so take the container of it all.
         positive = sum(v for v in values if v > 0)
-        if positive and sum(v for v in values[span[0] : span[1]] if v > 0) < params.spread_share * positive:
+        if positive and (
+            force_spread or sum(v for v in values[span[0] : span[1]] if v > 0) < params.spread_share * positive
+        ):
             spread, span, article = True, (0, len(blocks)), False
     if params.end_ratio and not spread:
         span = _article_end(blocks, values, cost, span, params)
@@ -296,12 +326,23 @@ def select_blocks(
             # The story's own box holds its headline and its like-classed siblings are mostly furniture: they
             # are the page's other boxes (teasers, most commented, sidebars), not posts of one thread.
             posts = None
+    owners = [_owner(posts, starts, block.element) for block in blocks] if posts else []
+    # A post's own running text outside furniture: where a post has some, its furniture is something nested in
+    # it (the comments under an answer, a signature box), not the post; forums that call every post a "comment"
+    # have none, and keep all of theirs.
+    plain = [0] * len(posts) if posts else []
+    if posts and trust_furniture and params.post_furniture:
+        for block, owner in zip(blocks, owners, strict=True):
+            if owner >= 0 and not block.furniture and block.link_density <= params.link_density_max:
+                plain[owner] += block.chars
     selected = []
     for i, block in enumerate(blocks):
         in_region = span[0] <= i < span[1]
         furniture = block.furniture and trust_furniture
-        if posts is not None and _owner(posts, starts, block.element) >= 0:
-            if block.link_density <= params.link_density_max:
+        if posts and owners[i] >= 0:
+            if block.link_density <= params.link_density_max and not (
+                furniture and plain[owners[i]] >= params.repeat_min_chars
+            ):
                 selected.append(block)
             continue
         if not in_region and not inside_first <= block.element < inside_end:
@@ -314,10 +355,14 @@ def select_blocks(
             continue
         if furniture and not in_region:
             continue
+        if params.drop_buttons and furniture and block.tag == "button":
+            # Shop pages put size pickers and "Add to Cart" inside the product's region. Only while the flags
+            # are trusted: an unclosed <button> can swallow a page (the flags are then distrusted, above).
+            continue
         selected.append(block)
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
-    return _without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected
+    return (_without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread
 
 
 def _without_repeats(selected: list[Block], min_chars: int) -> list[Block]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spiders.extraction import extract
+from spiders.extraction import Params, extract
 from spiders.extraction.dates import parse_date
 
 pytestmark = pytest.mark.unit
@@ -67,6 +67,35 @@ def test_chinese_gbk_bytes_with_br_paragraphs_and_dated_byline():
     assert result["published"] == "2011-12-09T14:20"
 
 
+
+def test_button_labels_inside_the_product_region_are_dropped():
+    # A shop page: size pickers and "Add to Cart" sit between the product's name and its description.
+    sizes = "".join(f"<button>{size}</button>" for size in range(6, 14))
+    html = f"""<html><head><title>Wool Runner | Example Shop</title></head><body>
+    <div class="product"><h1>Wool Runner</h1><p>{PARAGRAPHS[0]}</p><div class="sizes">{sizes}</div>
+    <button>Add to Cart</button><p>{PARAGRAPHS[1]}</p><p>{PARAGRAPHS[2]}</p></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS[:3])
+    assert "Add to Cart" not in text
+    assert "Add to Cart" in extract(html, params=Params(drop_buttons=False))["text"]
+
+
+
+def test_an_article_without_running_text_is_spread_content():
+    # A shop category named in a six-word headline (no section name) with a three-word tagline under it: the
+    # region anchored on the headline holds no running text, the product cards below it are the content.
+    cards = "".join(
+        f'<div class="card"><a href="/p/{i}"><h3>Desk model {i}</h3></a><div>${100 + i}.99</div>'
+        f"<div>Oak veneer {i}</div></div>"
+        for i in range(12)
+    )
+    html = f"""<html><head><title>Desks and computer desks for home | Example Shop</title></head><body>
+    <nav><ul>{NAV}</ul></nav><main><h1>Desks and computer desks for home</h1><p>Work from home.</p>
+    <div class="grid">{cards}</div></main></body></html>"""
+    assert "Oak veneer 7" in extract(html)["text"]
+    assert "Oak veneer 7" not in extract(html, params=Params(min_line_words=0))["text"]
+
+
 REPLIES = [
     "I had the same problem after the update; turning the sync off and on again on every device fixed it for me.",
     "Check the storage settings first, the option moved to a different menu in the latest version of the app.",
@@ -97,6 +126,27 @@ def test_forum_thread_keeps_every_post_but_not_the_navigation():
     for reply in REPLIES:
         assert reply in text
     assert "Section 3" not in text
+
+
+
+def test_comments_nested_inside_answers_are_not_posts():
+    # Q&A pages: each answer (a repeated post, brought back by the repeated-structure rule past the link lists)
+    # carries its own small comment thread, flagged by its class.
+    def answer(text: str, remark: str) -> str:
+        return (
+            f'<div class="answer"><div class="answer-body"><p>{text}</p></div>'
+            f'<div class="comments"><p>{remark}</p></div>'
+            f'<ul class="actions">{"".join(f"<li><a href=/a{i}>Action {i}</a></li>" for i in range(12))}</ul></div>'
+        )
+
+    remarks = [f"Does not work for me on version {i}, the menu entry is gone since the last update." for i in range(4)]
+    answers = "".join(answer(text, remark) for text, remark in zip([PARAGRAPHS[0], *REPLIES[:3]], remarks, strict=True))
+    html = f"""<html><head><title>Sync stopped working | Example Q&amp;A</title></head>
+    <body><nav><ul>{NAV}</ul></nav><h1>Sync stopped working</h1><div class="answers">{answers}</div></body></html>"""
+    text = extract(html)["text"]
+    assert all(reply in text for reply in [PARAGRAPHS[0], *REPLIES[:3]])
+    assert "Does not work for me" not in text
+    assert "Does not work for me" in extract(html, params=Params(post_furniture=False))["text"]
 
 
 SHORT_STORY = PARAGRAPHS[:2]
