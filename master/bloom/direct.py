@@ -84,6 +84,15 @@ def group_by(values: np.ndarray) -> dict[int, np.ndarray]:
     return out
 
 
+def _dense(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of small non-negative integers, and each value's index among them (``np.unique`` with
+    ``return_inverse``, without its sort: a few times faster on a chunk)."""
+    present = np.flatnonzero(np.bincount(values))
+    index = np.empty(int(present[-1]) + 1 if len(present) else 0, dtype=np.int64)
+    index[present] = np.arange(len(present))
+    return present, index[values]
+
+
 @dataclass
 class Packed:
     """BITFIELD commands of some URLs. ``owners``/``widths``: URLs and cells per URL of each layer's group of
@@ -278,7 +287,7 @@ class DirectPath:
             plan = self.layouts[int(shards[0])][layer_index]
             part, offsets = cells(plan, h1[chosen], h2[chosen], selector[chosen])
             parts = len(plan["keys"])
-            distinct, command = np.unique(shards * parts + part, return_inverse=True)
+            distinct, command = _dense(shards * parts + part)
             first = len(keys_out)
             keys_out += [self.layouts[c // parts][layer_index]["keys"][c % parts] for c in distinct.tolist()]
             owners.append(chosen)

@@ -57,11 +57,6 @@ def pack_many(keys: Sequence[str], verb: bytes, offsets: Sequence[np.ndarray], v
     return pack_commands(keys, verb, value, values, command_of, width)[0]
 
 
-def digit_counts(values: np.ndarray) -> np.ndarray:
-    """Decimal digits of each offset (uint8)."""
-    return (np.searchsorted(_POW10, _offsets(values), side="right") + 1).astype(np.uint8)
-
-
 def _offsets(values: np.ndarray) -> np.ndarray:
     if len(values) and int(values.max()) > MAX_OFFSET:
         raise ValueError(f"BITFIELD offsets are below 2^32, got {int(values.max())}")
@@ -78,12 +73,12 @@ def pack_commands(keys: Sequence[str], verb: bytes, value: bytes | None, values:
     values = _offsets(values)
     command_of = np.asarray(command_of, dtype=np.int64)
     commands = len(keys)
-    digits = digit_counts(values).astype(np.int64)
+    digits = np.searchsorted(_POW10, values, side="right") + 1  # decimal digits of each offset
     narrow = np.uint16 if 11 * commands < 1 << 16 else np.uint32  # small keys: numpy radix-sorts them
     layout = np.argsort((digits * commands + command_of).astype(narrow), kind="stable")  # by count, then command
     replies = np.argsort((command_of * 16 + digits).astype(narrow if commands < 4096 else np.uint32), kind="stable")
     table = np.bincount(digits * commands + command_of, minlength=11 * commands).reshape(11, -1)
-    present = [count for count in range(1, 11) if table[count].any()]
+    present = np.flatnonzero(table.any(axis=1)).tolist()
     head = b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(verb), verb, len(width), width)
     tail = b"\r\n" + (b"$%d\r\n%s\r\n" % (len(value), value) if value is not None else b"")
     # One fixed-width matrix per digit count (a template row repeated), its digit columns written two at a time.
