@@ -20,12 +20,13 @@ them in order, so a URL twice in a batch is new once). Shards with older layers 
 ``GET`` first) and shards near their limit are done after that in synchronous rounds (:meth:`DirectPath.run`).
 
 Where the time goes (``bench/bloom.py``, 1,000 URLs per batch, 12 operations per URL at ``memory_slack=0.005``,
-on this project's 2-vCPU VM): Redis ~10 µs of CPU per URL, most of it reading and parsing the 48 arguments of a
-URL's operations (four per operation); this process ~15 µs, of which ~7 µs canonicalising and fingerprinting,
-~3.5 µs computing and packing the cells, ~1 µs reading the replies. The two overlap: with chunks of
-:data:`CHUNK` = 256 URLs Redis sets chunk i while this process hashes chunk i + 1, which took a batch from ~22 to
-~16-18 µs per URL on a quiet machine. Smaller chunks lose it again to the fixed cost of each chunk (a few dozen
-numpy calls, one command per part key touched); that is why a chunk's per-shard bookkeeping is done in arrays.
+on this project's 2-vCPU VM): Redis 7.5-10 µs of CPU per URL, of which 3.7 µs running ``BITFIELD`` (0.31 µs per
+operation) and the rest reading and parsing its 48 arguments; this process 4-7 µs canonicalising and
+fingerprinting (as much as for RedisBloom, whose own share is ~1.7 µs), then ~3 µs computing and packing the
+cells, ~0.4 µs sending and ~0.7 µs reading the replies. The two overlap: with chunks of :data:`CHUNK` = 256 URLs
+Redis sets chunk i while this process hashes chunk i + 1, which took a batch from ~22 to ~13-15 µs per URL on a
+quiet machine. Smaller chunks lose it again to the fixed cost of each chunk (a few dozen numpy calls, one command
+per part key touched); that is why a chunk's per-shard bookkeeping is done in arrays.
 
 :func:`cells` is the same computation as ``lua/common.lua`` (``plan``) and :func:`master.bloom.fingerprint.positions`.
 """
