@@ -275,7 +275,7 @@ def read_bit_replies(sock: Any, sizes: Sequence[int], reader: Any = None) -> lis
     Such a reply is ``*<n>\\r\\n`` then ``n`` times ``:0\\r\\n`` or ``:1\\r\\n``, so all the replies of a window have a
     known length: they are read in as few ``recv`` calls as the kernel allows, then checked against the expected
     bytes and their bits taken in one numpy pass, instead of hiredis building a Python int per bit. The reply
-    starts are watched as bytes arrive: an error reply (``-…``, shorter than expected) switches to reading reply
+    headers are checked as bytes arrive: an error reply (``-…``, shorter than expected) switches to reading reply
     by reply (:func:`_read_one_by_one`), which never waits for bytes that may not come. Bytes read past the last of
     these replies (only after an error) belong to later replies and are handed to ``reader`` (the connection's
     hiredis reader). Anything else, or a wrong count, is a protocol error (the caller drops the connection)."""
@@ -360,10 +360,11 @@ def _read_one_by_one(sock: Any, sizes: Sequence[int], buf: bytearray, filled: in
             pos = end + 2
             continue
         header = b"*%d\r\n" % size
-        fill(pos + len(header) + 4 * size)
+        fill(pos + len(header))  # the header first: a wrong count must not leave this waiting for its cells
         if bytes(buf[pos:pos + len(header)]) != header:
             raise InvalidResponse(f"unexpected reply to a u1 BITFIELD of {size}: {bytes(buf[pos:pos + 32])!r}")
         pos += len(header)
+        fill(pos + 4 * size)
         out[i] = _cells(buf, pos, size)
         pos += 4 * size
     for i in range(first):
@@ -377,8 +378,8 @@ def _read_one_by_one(sock: Any, sizes: Sequence[int], buf: bytearray, filled: in
 
 def _cells(buf: bytearray, pos: int, size: int) -> np.ndarray:
     cells = np.frombuffer(buf, dtype=np.uint8, count=4 * size, offset=pos).reshape(-1, 4)
-    if size and not ((cells[:, 0] == ord(":")) & (cells[:, 2] == ord("\r")) & (cells[:, 1] >= ord("0"))
-                     & (cells[:, 1] <= ord("1"))).all():
+    if size and not ((cells[:, 0] == ord(":")) & (cells[:, 1] >= ord("0")) & (cells[:, 1] <= ord("1"))
+                     & (cells[:, 2] == ord("\r")) & (cells[:, 3] == ord("\n"))).all():
         raise InvalidResponse("a u1 BITFIELD reply holds something else than 0 and 1")
     return cells[:, 1] - np.uint8(ord("0"))
 

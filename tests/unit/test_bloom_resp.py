@@ -89,3 +89,9 @@ def test_anything_else_is_a_protocol_error(stream):
 def test_bits_come_back_as_small_integers():
     (bits,) = read([reply([1, 0, 1])], [3])
     assert bits.dtype == np.uint8
+
+
+def test_a_wrong_count_after_an_error_is_a_protocol_error_not_a_wait():
+    stream = reply([1]) + b"-ERR no such key\r\n" + reply([0])  # three operations announced, one answered
+    with pytest.raises(InvalidResponse):
+        read([stream], [1, 5, 3])
