@@ -3,6 +3,9 @@
     python -m bench.bloom [--urls N] [--fpr P] [--batch B] [--groups H] [--shards S] [--slack X] [--chunk C]
                           [--json]
 
+The filter is configured as a worker's would be for N URLs (the settings' defaults: groups, memory slack, and
+one shard per 2^20 URLs of capacity, at most CRAWLFLEET_BLOOM_SHARDS), unless the options say otherwise.
+
 Inserts N distinct crawl-like URLs with check-and-add, then queries N other distinct URLs, and prints:
 
 - ``fpr_measured``: share of the N other URLs reported present; ``fpr_theoretical``: the model's rate at the loads
@@ -47,6 +50,7 @@ from deploy.procs import free_port, spawn, stop_pid, wait_for
 from deploy.services.redis import redis_server_bin
 from master.bloom import BloomSpec, direct, open_filter, sizing
 from master.bloom.fingerprint import url_fingerprints
+from messaging.settings import SETTINGS
 
 SET_KEY = "bench:set"
 BF_KEY = "bench:redisbloom"
@@ -275,15 +279,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--urls", type=int, default=10_000_000)
     parser.add_argument("--fpr", type=float, default=0.0001)
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--groups", type=int, default=2)
-    parser.add_argument("--shards", type=int, default=16)
-    parser.add_argument("--slack", type=float, default=0.005,
-                        help="memory slack for fewer hashes (0: fewest bits; 0.005: k=6 instead of 7 at P=1e-4)")
+    parser.add_argument("--groups", type=int, default=SETTINGS["CRAWLFLEET_BLOOM_GROUPS"].default)
+    parser.add_argument("--shards", type=int, default=0,
+                        help="shards (0: as a worker's filter of N URLs gets them: one per 2^20 URLs, at most "
+                             "CRAWLFLEET_BLOOM_SHARDS' default)")
+    parser.add_argument("--slack", type=float, default=SETTINGS["CRAWLFLEET_BLOOM_MEMORY_SLACK"].default,
+                        help="memory slack for fewer hashes (0: fewest bits; 0.005: k=6 and 0.03: k=5 instead "
+                             "of 7 at P=1e-4; default: CRAWLFLEET_BLOOM_MEMORY_SLACK's)")
     parser.add_argument("--chunk", type=int, default=0,
                         help="URLs per pipelined chunk, both paths (0: the filter's; the batch size: no overlap)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    outcome = run(args.urls, args.fpr, args.batch, args.groups, args.shards, args.slack, args.chunk)
+    shards = args.shards or sizing.shard_count(args.urls, SETTINGS["CRAWLFLEET_BLOOM_SHARDS"].default)
+    outcome = run(args.urls, args.fpr, args.batch, args.groups, shards, args.slack, args.chunk)
     print(report(outcome))
     if args.json:
         print(json.dumps(outcome["details"]))

@@ -31,6 +31,7 @@ from scrapy.dupefilters import BaseDupeFilter
 
 from master.bloom import BloomFilter, BloomSpec, crawl_namespace, open_filter
 from master.bloom.fingerprint import request_fingerprint, url_fingerprint
+from master.bloom.sizing import shard_count
 from messaging import clients
 from messaging.settings import SETTINGS, Settings, load
 from messaging.stats import Stats
@@ -101,8 +102,9 @@ class BloomDupeFilter(BaseDupeFilter):
             return bloom
         s = self.settings
         per_crawl = namespace != GLOBAL
-        spec = BloomSpec(capacity=s.bloom_crawl_capacity if per_crawl else s.bloom_capacity,
-                         error_rate=s.bloom_error_rate, groups=s.bloom_groups, shards=s.bloom_shards,
+        capacity = s.bloom_crawl_capacity if per_crawl else s.bloom_capacity
+        spec = BloomSpec(capacity=capacity, error_rate=s.bloom_error_rate, groups=s.bloom_groups,
+                         shards=shard_count(capacity, s.bloom_shards),
                          counting=s.bloom_counting, growth=s.bloom_growth, tightening=s.bloom_tightening,
                          memory_slack=s.bloom_memory_slack)
         bloom = open_filter(self.redis, namespace, spec, ttl=s.bloom_crawl_ttl if per_crawl else 0.0,

@@ -248,6 +248,10 @@ class DirectPath:
             if not pending:
                 return
             self._load(list(pending))
+            if mode == "add":
+                pending = self._grow_full(h1, h2, selector, shards, verdicts, grown, pending)
+                if not pending:
+                    return
             taken: dict[int, np.ndarray] = {}
             later: dict[int, np.ndarray] = {}
             for shard, index in pending.items():
@@ -270,6 +274,30 @@ class DirectPath:
                 self.run("newest", h1, h2, selector, shards, verdicts, grown, max_rounds - 1, np.concatenate(renew))
             pending = later
         raise RuntimeError(f"Bloom filter {self.bloom.namespace}: batch not done after {max_rounds} rounds")
+
+    def _grow_full(self, h1: np.ndarray, h2: np.ndarray, selector: np.ndarray, shards: np.ndarray,
+                   verdicts: np.ndarray, grown: list[int], pending: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+        """Shards whose newest layer is full get a layer when one of their URLs needs room — not when the layer
+        just filled (a filter holding exactly its capacity has no empty layer), nor for duplicates: their URLs
+        are checked first, and those found (bits are never cleared) are answered. Returns what is left to add."""
+        full = [shard for shard in pending if self.counts.get(shard, 0) >= self.layouts[shard][-1]["limit"]]
+        if not full:
+            return pending
+        todo = np.concatenate([pending[shard] for shard in full])
+        self.run("check", h1, h2, selector, shards, verdicts, grown, 1, todo)
+        left = dict(pending)
+        for shard in full:
+            index = pending[shard]
+            found = verdicts[index]
+            verdicts[index] = False
+            if found.all():
+                del left[shard]
+                continue
+            left[shard] = index[~found]
+            if self.bloom.grow(shard, len(self.layouts[shard])):
+                grown.append(shard)
+        self._load([shard for shard in full if shard in left])
+        return left
 
     def _commands(self, verb: bytes, value: bytes | None, urls: np.ndarray, layer_of: np.ndarray | int,
                   h1: np.ndarray, h2: np.ndarray, selector: np.ndarray, shard_of: np.ndarray) -> Packed:
@@ -390,7 +418,7 @@ class DirectPath:
             if int(layers) != known:
                 self.forget(shard)  # another worker grew it
                 regrown.append(shard)
-            elif self.counts[shard] >= self.layouts[shard][-1]["limit"]:
+            elif self.counts[shard] > self.layouts[shard][-1]["limit"]:  # overfilled by a concurrent round
                 self.pending_growth.append((shard, known))
         for reply in replies[len(added):]:
             _checked(reply)

@@ -74,7 +74,7 @@ class BloomSpec:
 
     def layer(self, index: int) -> sizing.LayerPlan:
         return sizing.plan_layer(self.shard_capacity, self.error_rate, self.groups, cell_bits=self.cell_bits,
-                                 index=index, growth=self.growth, tightening=self.tightening,
+                                 index=index, shards=self.shards, growth=self.growth, tightening=self.tightening,
                                  memory_slack=self.memory_slack, max_part_bytes=self.max_part_bytes)
 
     def to_json(self) -> str:

@@ -29,8 +29,12 @@ costs 25 % more than its length. :func:`part_lengths` therefore cuts an array in
 that wastes under :data:`ROUNDING_TOLERANCE` of the array; every allocated byte is used as cells.
 
 **Sharding.** The filter is split into ``S`` independent shards by fingerprint; a shard holds ``n / S`` elements
-(± sqrt(n / S)). The rate is a convex function of the load, but at these loads the effect is below 0.1 %. A shard's
-layer is sized for the mean load plus 4 standard deviations and closed there (:func:`headroom`).
+(± sqrt(n / S (1 - 1/S)): binomial). The rate is a convex function of the load, but at these loads the effect is
+below 0.1 %. A shard's layer is sized for the mean load plus 4 standard deviations and closed there
+(:func:`headroom`; nothing with a single shard, whose load is the filter's). That costs ``4 sqrt((1 - 1/S) / c)`` of
+memory, so a filter has no more shards than it needs (:func:`shard_count`): one per :data:`SHARD_ELEMENTS` elements
+of capacity, up to the configured number — a shard of 2^20 elements is 2.5 MB, the size at which spreading keys
+over a Redis Cluster starts to be worth anything, and its headroom costs 0.4 %.
 
 **Growth (scalable Bloom filter, Almeida et al. 2007).** Layer ``i`` of a shard is sized for ``capacity ×
 growth^i`` elements at rate ``p × tightening^i``. Layer 0 gets the whole target rate, so a filter that stays within
@@ -50,6 +54,8 @@ ROUNDING_TOLERANCE = 0.005
 """Largest fraction of an array that may be wasted by rounding its last part up to a size class."""
 MIN_CLASS = 80
 """Smallest allocation used for a part (jemalloc's classes are regularly spaced from 64 bytes up)."""
+SHARD_ELEMENTS = 1 << 20
+"""Capacity per shard below which a filter takes fewer shards than configured (:func:`shard_count`)."""
 
 
 def optimal_bits_per_element(error_rate: float) -> float:
@@ -188,15 +194,25 @@ def part_lengths(array_bytes: int, max_part_bytes: int = MAX_PART_BYTES) -> list
 
 
 # --- layer plans -------------------------------------------------------------------------------------------------
-def headroom(capacity: int) -> int:
-    """Four standard deviations of a shard's load: ``ceil(4 sqrt(c))``.
+def shard_count(capacity: int, most: int) -> int:
+    """Shards for a filter of ``capacity`` elements: one per :data:`SHARD_ELEMENTS`, at least 1, at most ``most``."""
+    if capacity < 1 or most < 1:
+        raise ValueError(f"capacity and shards must be ≥ 1, got {capacity} and {most}")
+    return max(1, min(most, capacity // SHARD_ELEMENTS))
 
-    A filter holding its ``n`` elements spreads them binomially over the shards, so a shard meant for ``c = n / S``
-    may receive a little more without the filter being over capacity; closing it at ``c`` would add a whole layer
-    for nothing. A layer is therefore sized for (and closed at) ``c`` plus this headroom — a shard passes it with
-    probability 3e-5 — so that no layer ever holds more than it was sized for. It costs ``4 / sqrt(c)`` of
-    memory: 1.6 % at c = 62,500 (10^6 URLs over 16 shards), 0.5 % at 625,000."""
-    return math.ceil(4 * math.sqrt(capacity))
+
+def headroom(capacity: int, shards: int) -> int:
+    """Four standard deviations of a shard's load: ``ceil(4 sqrt(c (1 - 1/S)))``.
+
+    A filter holding its ``n`` elements spreads them binomially over its ``S`` shards, so a shard meant for
+    ``c = n / S`` may receive a little more without the filter being over capacity; closing it at ``c`` would add
+    a whole layer for nothing. A layer is therefore sized for (and closed at) ``c`` plus this headroom — a shard
+    passes it with probability 3e-5 — so that no layer ever holds more than it was sized for. It costs
+    ``4 sqrt((1 - 1/S) / c)`` of memory: 1.5 % at c = 62,500 (10^6 URLs over 16 shards), 0.4 % at 2^20, nothing
+    with one shard."""
+    return math.ceil(4 * math.sqrt(capacity * (1.0 - 1.0 / shards)))
+
+
 @dataclass(frozen=True)
 class LayerPlan:
     """One layer of one shard: ``groups`` arrays of ``cells`` cells each, cut into parts. Part ``p`` is one Redis
@@ -210,6 +226,7 @@ class LayerPlan:
     groups: int
     cell_bits: int
     part_cells: tuple[int, ...]  # cells of each group in each part
+    headroom: int = 0  # elements above capacity the layer is sized for: see :func:`headroom`
 
     @property
     def cells(self) -> int:
@@ -219,7 +236,7 @@ class LayerPlan:
     @property
     def limit(self) -> int:
         """Elements the layer is sized for, and after which it is closed: see :func:`headroom`."""
-        return self.capacity + headroom(self.capacity)
+        return self.capacity + self.headroom
 
     @property
     def part_bytes(self) -> tuple[int, ...]:
@@ -241,23 +258,26 @@ def plan_layer(
     *,
     cell_bits: int = 1,
     index: int = 0,
+    shards: int = 1,
     growth: int = 2,
     tightening: float = 0.5,
     memory_slack: float = 0.0,
     max_part_bytes: int = MAX_PART_BYTES,
 ) -> LayerPlan:
-    """The layout of layer ``index`` of a shard whose first layer holds ``capacity`` elements at ``error_rate``."""
+    """The layout of layer ``index`` of one of ``shards`` shards, whose first layer holds ``capacity`` elements at
+    ``error_rate``."""
     if cell_bits not in (1, 2, 4, 8):
         raise ValueError(f"cell_bits must divide a byte, got {cell_bits}")
     layer_capacity = capacity * growth**index
     layer_rate = error_rate * tightening**index
     k = hashes_per_group(layer_rate, groups, memory_slack)
-    cells = cells_per_group(layer_capacity + headroom(layer_capacity), layer_rate, groups, k)
+    spread = headroom(layer_capacity, shards)
+    cells = cells_per_group(layer_capacity + spread, layer_rate, groups, k)
     # Every part holds a whole number of bytes of every group: cells per group per part are a multiple of 8.
     array_bytes = groups * (-(-cells * cell_bits // 8) + 4)  # + 4: the floor below never leaves fewer cells
     lengths = part_lengths(array_bytes, max_part_bytes)
     part_cells = tuple(length // groups * 8 // cell_bits for length in lengths)
-    return LayerPlan(index, layer_capacity, layer_rate, k, groups, cell_bits, part_cells)
+    return LayerPlan(index, layer_capacity, layer_rate, k, groups, cell_bits, part_cells, spread)
 
 
 def compound_rate_bound(error_rate: float, tightening: float) -> float:

@@ -195,6 +195,20 @@ def test_growth_adds_layers_and_keeps_the_rate_bounded(cf):
     assert bloom.expected_false_positive_rate() <= sizing.compound_rate_bound(0.001, 0.5)
 
 
+@pytest.mark.parametrize("counting", [False, True])
+def test_a_filter_grows_when_a_url_needs_room_not_when_it_is_just_full(cf, counting):
+    """One shard (no headroom): exactly its capacity fits in layer 0, the next new URL opens layer 1."""
+    bloom = open_filter(cf.redis(), "exact", BloomSpec(capacity=500, shards=1, counting=counting))
+    urls = _urls("exact", 501)
+    verdicts = bloom.add(urls[:250]) + bloom.add(urls[250:500])
+    assert [len(info.layers) for info in bloom.shards()] == [1]
+    assert bloom.count() == sum(verdicts)
+    assert bloom.add(urls[:500]) == [False] * 500  # duplicates need no room
+    assert [len(info.layers) for info in bloom.shards()] == [1]
+    assert bloom.add(urls[500:]) == [True]
+    assert [info.counts for info in bloom.shards()] == [[sum(verdicts), 1]]
+
+
 def test_one_batch_larger_than_many_layers(cf):
     bloom = open_filter(cf.redis(), "burst", BloomSpec(capacity=64, shards=1, error_rate=0.01))
     urls = _urls("burst", 3000)

@@ -104,6 +104,35 @@ def test_layer_plan_meets_the_rate_within_five_percent_of_the_optimum():
     assert allocated * 8 / spec.capacity <= 1.05 * sizing.optimal_bits_per_element(0.0001)
 
 
+def test_headroom_covers_the_spread_between_shards_only():
+    assert sizing.headroom(1_000_000, 1) == 0  # one shard holds the whole filter's load: no spread
+    assert sizing.headroom(62_500, 16) == math.ceil(4 * math.sqrt(62_500 * 15 / 16))
+    one, many = BloomSpec(capacity=100_000, shards=1).layer(0), BloomSpec(capacity=100_000, shards=4).layer(0)
+    assert one.limit == 100_000
+    assert many.limit == 25_000 + sizing.headroom(25_000, 4)
+    assert one.false_positive_rate(one.limit) <= 0.0001 and many.false_positive_rate(many.limit) <= 0.0001
+
+
+@pytest.mark.parametrize(("capacity", "most", "expected"), [
+    (100_000, 16, 1), (1_000_000, 16, 1), (3 << 20, 16, 3), (10_000_000, 16, 9), (10**9, 16, 16), (10**9, 4, 4)])
+def test_a_filter_takes_one_shard_per_million_elements_at_most_the_configured(capacity, most, expected):
+    assert sizing.shard_count(capacity, most) == expected
+
+
+def test_default_settings_stay_within_five_percent_of_the_optimum():
+    """What a worker gets with the settings' defaults (memory slack, shards by capacity), at the sizes the
+    benchmark measures and at a crawl's first size."""
+    from messaging.settings import SETTINGS
+
+    slack = SETTINGS["CRAWLFLEET_BLOOM_MEMORY_SLACK"].default
+    most = SETTINGS["CRAWLFLEET_BLOOM_SHARDS"].default
+    for capacity in (100_000, 1_000_000, 10_000_000):
+        spec = BloomSpec(capacity=capacity, shards=sizing.shard_count(capacity, most), memory_slack=slack)
+        layer = spec.layer(0)
+        allocated = spec.shards * sum(sizing.allocation(b) for b in layer.part_bytes)
+        assert allocated * 8 / capacity <= 1.05 * sizing.optimal_bits_per_element(0.0001), capacity
+
+
 def test_growth_tightens_the_rate_and_bounds_the_compound_rate():
     spec = BloomSpec(capacity=1000, error_rate=0.001, shards=1, growth=2, tightening=0.5)
     layers = [spec.layer(i) for i in range(12)]

@@ -99,13 +99,14 @@ else
     local zero = read(newest, pending)
     local room = layers[newest].limit - (tonumber(redis.call('HGET', meta, count_field(newest))) or 0)
     local new = {}
-    for s, i in ipairs(pending) do
-      if #new >= room then
-        for r = s, #pending do verdict[pending[r]] = '2' end
-        deferred = #pending - s + 1
-        break
+    for _, i in ipairs(pending) do -- only new URLs need room: duplicates are answered even when the layer is full
+      if zero[i] and #new >= room then
+        verdict[i] = '2'
+        deferred = deferred + 1
+      elseif zero[i] then
+        new[#new + 1] = i
+        verdict[i] = '1'
       end
-      if zero[i] then new[#new + 1] = i; verdict[i] = '1' end
     end
     local saturated = 0
     local ops, _, stride = plan(layers[newest], h1, h2, sel, new, 'INCRBY', 'u4', 4, '1')
@@ -118,7 +119,7 @@ else
       redis.call('HINCRBY', meta, count_field(newest), #new)
       redis.call('HINCRBY', meta, 'total', #new)
     end
-    if #new >= room then full = 1 end
+    if deferred > 0 then full = 1 end -- URLs wait for the next layer: grown when needed, not when just full
     if saturated > 0 then redis.call('HINCRBY', meta, 'saturated', saturated) end
   end
 end
