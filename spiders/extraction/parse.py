@@ -18,8 +18,11 @@ _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGN
 # the tags beyond that depth before parsing, which leaves their text where the deepest kept element is. Lexbor
 # also takes quadratic time over the options of one <select>: option tags are dropped too (their text is never
 # main text). Only pages with many tags are scanned (a count in C first), so ordinary pages go untouched.
+# The walk after parsing costs about 10 us per element in Python, so a page is read up to its _MAX_TAGS-th start
+# tag (five times the most tags of any page of the dev set): 10^5 list items would take over a second.
 _MAX_DEPTH = 256
 _SCAN_TAGS = 5000
+_MAX_TAGS = 40_000
 _TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*?(/?)>")
 # Void elements, and those whose end tag may be left out (closed by their next sibling): their depth is unknown.
 _NON_NESTING = frozenset(
@@ -29,23 +32,30 @@ _OPTION_TAGS = frozenset(("option", "optgroup"))
 
 
 def _bounded(html: str) -> str:
-    """``html`` without the tags that would make parsing it superlinear (see above)."""
+    """``html`` without the tags that would make parsing it superlinear, and cut before the ``_MAX_TAGS + 1``-th
+    start tag it keeps (see above)."""
     if html.count("<") < _SCAN_TAGS:
         return html
-    depth, kept, last = 0, [], 0
+    depth, kept, last, opened = 0, [], 0, 0
     for match in _TAG.finditer(html):
+        closing = match.group(1)
         name = match.group(2).lower()
         if name in _OPTION_TAGS:
             kept.append(html[last : match.start()])
             last = match.end()
             continue
-        if match.group(3) or name in _NON_NESTING:  # "<path/>": SVG closes it at once
-            continue
-        closing = match.group(1)
-        if depth > _MAX_DEPTH or (not closing and depth == _MAX_DEPTH):
-            kept.append(html[last : match.start()])
-            last = match.end()
-        depth = max(0, depth - 1) if closing else depth + 1
+        if not match.group(3) and name not in _NON_NESTING:  # "<path/>": SVG closes it at once
+            dropped = depth > _MAX_DEPTH or (not closing and depth == _MAX_DEPTH)
+            depth = max(0, depth - 1) if closing else depth + 1
+            if dropped:
+                kept.append(html[last : match.start()])
+                last = match.end()
+                continue
+        if not closing:
+            opened += 1
+            if opened > _MAX_TAGS:  # the rest of the page is left out
+                kept.append(html[last : match.start()])
+                return "".join(kept)
     if not kept:
         return html
     kept.append(html[last:])

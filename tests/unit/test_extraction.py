@@ -360,6 +360,17 @@ def test_pathologically_deep_or_wide_markup_is_bounded():
     assert _bounded(page) is page
 
 
+def test_a_page_is_read_up_to_a_bounded_number_of_tags():
+    from spiders.extraction.parse import _MAX_TAGS, _bounded
+
+    items = "".join(f"<li>item number {i} of a very long list</li>" for i in range(_MAX_TAGS + 10))
+    cut = _bounded("<html><body><ul>" + items + "</ul></body></html>")
+    assert "item number 0 " in cut and f"item number {_MAX_TAGS - 4} " in cut  # html, body, ul and the items
+    assert f"item number {_MAX_TAGS - 3} " not in cut
+    text = extract("<html><body><ul>" + items + "</ul></body></html>")["text"]
+    assert text.startswith("item number 0 ") and f"item number {_MAX_TAGS} " not in text
+
+
 def test_page_without_text():
     assert extract("<html><body><img src=a.png></body></html>") == {"text": "", "title": None, "published": None}
 
