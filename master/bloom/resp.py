@@ -40,6 +40,7 @@ _TENS = np.array([48 + i // 10 for i in range(100)], dtype=np.uint8)  # the char
 _ONES = np.array([48 + i % 10 for i in range(100)], dtype=np.uint8)
 SEND_BUFFER = 1 << 20  # bytes; a batch of 1,000 URLs is about 0.5 MB of BITFIELD
 MAX_OFFSET = (1 << 32) - 1  # a Redis string holds at most 512 MB = 2^32 bits
+FEW = 32  # operations of one digit count below which they are formatted one by one
 
 
 def pack_bitfield(key: str, verb: bytes, offsets: np.ndarray, value: bytes | None = None,
@@ -85,10 +86,16 @@ def pack_commands(keys: Sequence[str], verb: bytes, value: bytes | None, values:
     ordered = values[layout]
     blobs: dict[int, tuple[memoryview, int]] = {}
     low = 0
+    per_count = table.sum(axis=1).tolist()
     for count in present:
-        high = low + int(table[count].sum())
+        high = low + per_count[count]
         prefix = head + b"$%d\r\n" % count
         size = len(prefix) + count + len(tail)
+        if high - low < FEW:  # a rare digit count: formatting a few costs less than a matrix's fixed numpy calls
+            blobs[count] = (memoryview(b"".join([prefix + b"%d" % v + tail for v in ordered[low:high].tolist()])),
+                            size)
+            low = high
+            continue
         rows = np.frombuffer(bytearray((prefix + b"0" * count + tail) * (high - low)), dtype=np.uint8)
         rest = ordered[low:high]
         end = len(prefix) + count

@@ -210,6 +210,10 @@ def test_packed_bitfield_is_the_resp_redis_py_would_send():
     assert pack_bitfield("bloom:k", b"SET", offsets, b"1") == expected
     gets = b"".join(Connection().pack_command("BITFIELD", "k", "GET", "u1", "5", "GET", "u1", "50"))
     assert pack_bitfield("k", b"GET", np.array([5, 50], dtype=np.uint64)) == gets
+    # Many operations of one digit count are written as a matrix, a few one by one: the same bytes either way.
+    many = np.sort(np.random.default_rng(5).integers(0, 1 << 32, 400, dtype=np.uint64) >> np.uint64(9))
+    args = [arg for offset in many.tolist() for arg in ("SET", "u1", str(offset), "1")]
+    assert pack_bitfield("k", b"SET", many, b"1") == b"".join(Connection().pack_command("BITFIELD", "k", *args))
 
 
 def test_packed_commands_keep_their_operations_apart():
