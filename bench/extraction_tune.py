@@ -31,7 +31,7 @@ SEARCH_SPACE = {
     "coverage": [0.6, 0.7, 0.8, 0.9],
     "link_penalty": [0.0, 0.25, 0.5, 1.0],
     "region_link_chars": [10, 20, 40, 1000],
-    "repeat_levels": [0, 2, 4, 6],
+    "repeat_levels": [0, 4, 6, 10, 14],
     "spread_share": [0.0, 0.35, 0.5, 0.65],
     "dedupe_chars": [0, 30, 100],
     "article_link_max": [0.6, 0.8, 0.95, 2.0],
@@ -39,6 +39,7 @@ SEARCH_SPACE = {
     "end_tiny": [10, 15, 20],
     "section_title_words": [0, 1, 2, 3],
     "min_line_words": [0.0, 4.0, 5.0, 6.0],
+    "comments_share": [0.1, 0.25, 0.5],
 }
 
 

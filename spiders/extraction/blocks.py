@@ -30,7 +30,7 @@ class Params:
     coverage: float = 0.8  # the container must hold this share of the dense region's value
     anchor_reach: int = 12  # an anchored region starts at most this many blocks after the headline
     anchor_share: float = 0.1  # ... and is preferred when worth at least this share of the densest region
-    repeat_levels: int = 4  # how far above the container to look for repeated posts (0: never)
+    repeat_levels: int = 10  # how far above the container to look for repeated posts (0: never)
     repeat_min_items: int = 3  # posts: at least this many same-tag-and-class siblings ...
     repeat_min_chars: int = 40  # ... holding at least this much running text each ...
     repeat_share: float = 0.5  # ... in at least this share of them
@@ -41,11 +41,14 @@ class Params:
     end_drop: float = 0.25  # the region ends where its running value falls to this share of its peak ...
     article_link_max: float = 0.8  # ... but in an article under its headline only lines less linked than this
     end_ratio: float = 0.5  # ... when the blocks after that valley are this much shorter than the article's (0: off)
-    comments_cut: bool = True  # an article ends at a short line announcing its comments ("13 Comment(s)")
+    comments_cut: bool = True  # an article ends at a short line announcing its comments ("13 Comment(s)") ...
+    comments_share: float = 0.25  # ... when this share of the region's value comes before it
     end_tiny: int = 15  # ... and most of them are no longer than this (votes, counters, buttons, form labels)
     min_line_words: float = 5.0  # an "article" whose unlinked lines average fewer words is spread content (0: off)
     post_furniture: bool = True  # furniture nested in a post with text of its own is not the post (False: kept)
     drop_buttons: bool = True  # a <button>'s label is interface, even inside the region ("Add to Cart", sizes)
+    announced_lists: bool = True  # linked list items right after a line ending with a colon are text
+    drop_captions: bool = True  # an article's <figcaption> lines are not its text
 
 
 def block_value(block: Block, params: Params) -> float:
@@ -142,17 +145,20 @@ def _article_end(
 _COMMENT_WORDS = ("comment", "коммент", "komentar", "kommentar", "σχόλι", "评论", "留言", "opini", "відгук", "отзыв")
 
 
-def _before_comments(blocks: list[Block], values: list[float], span: tuple[int, int]) -> tuple[int, int]:
+def _before_comments(
+    blocks: list[Block], values: list[float], span: tuple[int, int], params: Params
+) -> tuple[int, int]:
     """End an article's region at the short line announcing its comments ("13 Comment(s)", "Комментарии (4)"),
-    when at least half of the region's value comes before it."""
+    when at least ``comments_share`` of the region's value comes before it; or at a linked heading (the first of
+    a teaser list) when half of it does."""
     start, end = span
     total = sum(v for v in values[start:end] if v > 0)
     before = 0.0
     for i in range(start, end):
         block = blocks[i]
         # Not a list item: a tab or menu entry "Comments (0)" can sit above the text.
-        if i > start and before >= 0.5 * total:
-            if block.heading and block.link_density >= 0.8:
+        if i > start and before >= params.comments_share * total:
+            if block.heading and block.link_density >= 0.8 and before >= 0.5 * total:
                 return (start, i)
             if block.chars <= 40 and block.tag != "li":
                 lowered = block.text.lower()
@@ -313,7 +319,7 @@ def _select(
     if params.end_ratio and not spread:
         span = _article_end(blocks, values, cost, span, params)
     if params.comments_cut and article:
-        span = _before_comments(blocks, values, span)
+        span = _before_comments(blocks, values, span, params)
     container = _container(blocks, values, span, tree, params)
     inside_first, inside_end = container, tree.end[container]
     if spread:
@@ -336,6 +342,7 @@ def _select(
             if owner >= 0 and not block.furniture and block.link_density <= params.link_density_max:
                 plain[owner] += block.chars
     selected = []
+    announced = False  # the last line taken ends with a colon: "Here are some of the courses offered:"
     for i, block in enumerate(blocks):
         in_region = span[0] <= i < span[1]
         furniture = block.furniture and trust_furniture
@@ -347,10 +354,16 @@ def _select(
             continue
         if not in_region and not inside_first <= block.element < inside_end:
             continue
-        if block.link_density > params.link_density_max and not (
-            ((in_region and (not article or block.link_density < params.article_link_max)) or spread)
-            and block.chars >= params.region_link_chars
-            and not furniture
+        # A list the text announces is part of it, links or not (the courses, tools, sources it names).
+        listed, announced = announced and block.tag == "li" and not furniture, False
+        if (
+            block.link_density > params.link_density_max
+            and not listed
+            and not (
+                ((in_region and (not article or block.link_density < params.article_link_max)) or spread)
+                and block.chars >= params.region_link_chars
+                and not furniture
+            )
         ):
             continue
         if furniture and not in_region:
@@ -359,10 +372,19 @@ def _select(
             # Shop pages put size pickers and "Add to Cart" inside the product's region. Only while the flags
             # are trusted: an unclosed <button> can swallow a page (the flags are then distrusted, above).
             continue
+        if params.drop_captions and block.tag == "figcaption" and not spread:
+            continue  # a photo's caption and credit ("Paris Baguette opened 80 units ... | Photo by L. Jennings")
         selected.append(block)
+        announced = params.announced_lists and (listed or _announces(block))
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
     return (_without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread
+
+
+def _announces(block: Block) -> bool:
+    """A sentence that ends with a colon announces what follows ("Here are some of the courses Google offers:");
+    a label does not ("Share this:", "Tags:", "Related posts:", "You might also like:"): five words at least."""
+    return block.text.endswith((":", "：")) and not block.heading and len(_WORDS.findall(block.text)) >= 5
 
 
 def _without_repeats(selected: list[Block], min_chars: int) -> list[Block]:

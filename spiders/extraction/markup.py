@@ -191,6 +191,18 @@ _FURNITURE_PARTS = (
     "also-read",
     "hotnews",
     "hot-news",
+    "signature",
+    "userinfo",
+    "user-info",
+    "userdetails",
+    "user-details",
+    "userextras",
+    "user-extras",
+    "usertitle",
+    "user-title",
+    "userstats",
+    "user-stats",
+    "postprofile",
 )
 _FURNITURE_WORDS = frozenset(("nav", "ad", "ads", "tag", "tags", "foot", "xgxw", "xgwz", "rmtj"))
 _KEEP_PARTS = ("article", "content", "main", "postbody", "post-body", "entry", "story", "text", "body")

@@ -10,6 +10,8 @@ __all__ = ["find_title"]
 
 # "Headline - Site", "Site | Section | Headline", "标题_新闻_网站": split the <title> on these.
 _SEPARATORS = re.compile(r"\s+[|\-–—:»·•]\s+|\s*[|_]\s*|\s*[-–—]{2,}\s*|\s+::\s+")
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 _META_TITLES = (
     ("property", "og:title"),
     ("name", "twitter:title"),
@@ -35,8 +37,9 @@ def _meta_titles(metas: list[dict[str, str | None]]) -> str:
     return next((found[key] for key in _META_TITLES if found.get(key)), "")
 
 
-def _similar(a: str, b: str) -> bool:
-    """Same headline up to decoration: one contains the other, or they share most of their characters."""
+def _similar(a: str, b: str, by_words: bool = False) -> bool:
+    """Same headline up to decoration: one contains the other, or they share most of their characters (of
+    their words with ``by_words``)."""
     if not a or not b:
         return False
     shorter, longer = sorted((a, b), key=len)
@@ -44,8 +47,17 @@ def _similar(a: str, b: str) -> bool:
         return False
     if shorter in longer:
         return True
+    if len(shorter) < 0.6 * len(longer):
+        return False
+    if by_words:
+        # Most of the shorter one's words (each CJK character a word) are in the longer one. A set of letters
+        # confirms any two English sentences of similar length: a landing page's section heading "A unified
+        # inference cloud to build full-stack AI apps" would anchor the "article" under <title> "DigitalOcean:
+        # AI-Powered Unified Inference Cloud Infrastructure".
+        words, others = set(_WORDS.findall(shorter.lower())), set(_WORDS.findall(longer.lower()))
+        return len(words & others) >= 0.8 * len(words)
     common = sum(1 for ch in set(shorter) if ch in longer)
-    return common >= 0.8 * len(set(shorter)) and len(shorter) >= 0.6 * len(longer)
+    return common >= 0.8 * len(set(shorter))
 
 
 def _strip_site_name(title: str) -> str:
@@ -72,13 +84,15 @@ def find_title(document: LexborHTMLParser | None) -> str:
             document_title = _clean(element.text())
     document_title = document_title or ""
     meta_title = _meta_titles(metas)
-    headings = [_clean(h.text()) for h in h1 + h2]
-    headings = [h for h in headings if 2 <= len(h) <= 300]
-    for heading in headings:
-        if _similar(heading, meta_title) or _similar(heading, document_title):
+    # An <h1> is the page's own headline: a loose likeness to <title> confirms it. An <h2> is most often a section
+    # heading, and must share most of its words with the title.
+    headings = [(_clean(h.text()), False) for h in h1] + [(_clean(h.text()), True) for h in h2]
+    headings = [(h, second) for h, second in headings if 2 <= len(h) <= 300]
+    for heading, second in headings:
+        if _similar(heading, meta_title, second) or _similar(heading, document_title, second):
             return heading
     if meta_title:
         return _strip_site_name(meta_title) if _SEPARATORS.search(meta_title) and document_title else meta_title
     if document_title:
         return _strip_site_name(document_title)
-    return headings[0] if headings else ""
+    return headings[0][0] if headings else ""

@@ -185,7 +185,7 @@ def test_short_article_ends_before_comments_with_vote_widgets():
 
 
 def test_article_ends_at_the_line_announcing_its_comments():
-    # Fewer comments than the article holds text (the cut needs half of the region's value before it).
+    # Fewer comments than the article holds text (the cut needs a quarter of the region's value before it).
     comments = "".join(f"<p>{c}</p><p>reader{i}</p>" for i, c in enumerate(COMMENTS[:3]))
     for announcement in ("13 Comment(s)", "Komentarze (25)", "Комментарии 45"):
         html = f"""<html><head><title>Council approves budget</title></head><body><div>
@@ -369,6 +369,83 @@ def test_a_page_is_read_up_to_a_bounded_number_of_tags():
     assert f"item number {_MAX_TAGS - 3} " not in cut
     text = extract("<html><body><ul>" + items + "</ul></body></html>")["text"]
     assert text.startswith("item number 0 ") and f"item number {_MAX_TAGS} " not in text
+
+
+def test_a_section_heading_is_confirmed_as_headline_by_words_not_letters():
+    # <title> and a landing page's section heading share most of their letters, as any two English sentences of
+    # that length do, but few words: the heading must not anchor an "article" over the sections above it. An
+    # <h1> keeps the loose likeness (a headline reworded for the page's <title>).
+    from spiders.extraction.parse import parse_html
+    from spiders.extraction.title import find_title
+
+    landing = """<html><head><title>Example: AI-Powered Unified Inference Cloud Infrastructure</title></head>
+    <body><h2>A unified inference cloud to build full-stack AI apps</h2></body></html>"""
+    assert find_title(parse_html(landing)) == "Example: AI-Powered Unified Inference Cloud Infrastructure"
+    recipe = """<html><head><title>Spiced Honey Pear Jam Recipe | The Kitchen</title></head>
+    <body><h1>Homemade Spiced Honey Pear Jam for the Holidays</h1></body></html>"""
+    assert find_title(parse_html(recipe)) == "Homemade Spiced Honey Pear Jam for the Holidays"
+
+
+def test_deeply_nested_posts_keep_every_reply_without_user_cards():
+    # A forum whose posts nest their text eight levels deep (post > inner > cell > main > content > body > wrapper),
+    # beside a user card (title, join date, post count) and a signature, both furniture inside a post. The link
+    # lists between posts cut the dense region after the first post: the repeated posts must be found far up.
+    def post(author: str, text: str) -> str:
+        body = f'<div class="bbWrapper"><p>{text}</p></div>'
+        for name in ("message-body", "message-userContent", "message-content", "message-main", "message-cell"):
+            body = f'<div class="{name}">{body}</div>'
+        card = (
+            f'<div class="message-cell message-cell--user"><h4>{author}</h4><h5 class="userTitle">Well-known member'
+            f'</h5><div class="message-userExtras"><dl><dt>Joined</dt><dd>Feb 8, 2017</dd><dt>Messages</dt>'
+            f"<dd>5,421</dd></dl></div></div>"
+        )
+        signature = '<div class="message-signature">always learning, often laughing</div>'
+        actions = "".join(f"<li><a href=/a{i}>Action {i}</a></li>" for i in range(12))
+        inner = f'<div class="message-inner">{card}{body}{signature}<ul>{actions}</ul></div>'
+        return f'<article class="message">{inner}</article>'
+
+    posts = "".join(post(f"user{i}", text) for i, text in enumerate([PARAGRAPHS[0], *REPLIES]))
+    html = f"""<html><head><title>Sync stopped working | Example Forums</title></head>
+    <body><nav><ul>{NAV}</ul></nav><h1>Sync stopped working</h1><div class="thread">{posts}</div></body></html>"""
+    text = extract(html)["text"]
+    assert all(reply in text for reply in [PARAGRAPHS[0], *REPLIES])
+    assert "5,421" not in text and "Well-known member" not in text and "often laughing" not in text
+    assert REPLIES[-1] not in extract(html, params=Params(repeat_levels=4))["text"]
+
+
+def test_a_list_the_text_announces_is_kept_though_linked():
+    courses = "".join(f'<li><a href="/c{i}">Introduction to course number {i}</a></li>' for i in range(6))
+    shares = "".join(f'<li><a href="/share{i}">Network {i}</a></li>' for i in range(6))
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="story">
+    <h1>Council approves budget</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS[:2])}
+    <p>Here are some of the courses the city library will keep offering:</p><ul>{courses}</ul>
+    {"".join(f"<p>{p}</p>" for p in PARAGRAPHS[2:])}<p>Share this:</p><ul>{shares}</ul></div></body></html>"""
+    text = extract(html)["text"]
+    assert "Introduction to course number 4" in text and PARAGRAPHS[-1] in text
+    assert "Network 2" not in text  # a two-word label announces nothing
+    assert "Introduction to course number 4" not in extract(html, params=Params(announced_lists=False))["text"]
+
+
+def test_figure_captions_are_not_the_article_text():
+    caption = "<figcaption>The council chamber on Tuesday. | Photo by J. Doe</figcaption>"
+    figure = f'<figure><img src="/a.jpg">{caption}</figure>'
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="story">
+    <h1>Council approves budget</h1><p>{PARAGRAPHS[0]}</p>{figure}
+    {"".join(f"<p>{p}</p>" for p in PARAGRAPHS[1:])}</div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS) and "Photo by" not in text
+    assert "Photo by" in extract(html, params=Params(drop_captions=False))["text"]
+
+
+def test_article_ends_at_its_comments_line_under_a_longer_thread():
+    # The comments hold twice the story's text: a quarter of the region's value before the line is enough.
+    comments = "".join(f"<p>{c}</p><p>reader{i}</p>" for i, c in enumerate(COMMENTS * 2))
+    html = f"""<html><head><title>Council approves budget</title></head><body><div>
+    <div class="story"><h1>Council approves budget</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div>
+    <div>Komentarze (10)</div>{comments}</div></body></html>"""
+    assert PARAGRAPHS[-1] in extract(html)["text"]
+    assert COMMENTS[0] not in extract(html)["text"]
+    assert COMMENTS[0] in extract(html, params=Params(comments_share=0.5))["text"]
 
 
 def test_page_without_text():
