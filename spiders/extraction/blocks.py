@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_right
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from operator import sub
 
 from spiders.extraction.dom import Block, Tree
+from spiders.extraction.markup import WORDS
+from spiders.extraction.posts import mostly_furniture, owner, repeated_items
 
 __all__ = ["Params", "block_value", "select_blocks"]
-
-# Words, language-independently: runs of letters or digits, and every CJK character alone (as the scorer counts).
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-_WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 
 
 @dataclass(frozen=True)
@@ -49,14 +45,19 @@ class Params:
     drop_buttons: bool = True  # a <button>'s label is interface, even inside the region ("Add to Cart", sizes)
     announced_lists: bool = True  # linked list items right after a line ending with a colon are text
     drop_captions: bool = True  # an article's <figcaption> lines are not its text
+    card_chars: int = 40  # no article: lines this long inside a whole-card link count as text (0: off)
 
 
-def block_value(block: Block, params: Params) -> float:
+def block_value(block: Block, params: Params, cards: bool = False) -> float:
     """How much a block looks like running text: its length less link text (squared density, and a penalty per
-    link character so that link lists count against a region), less if it sits in furniture."""
+    link character so that link lists count against a region), less if it sits in furniture. With ``cards``, a
+    line of at least ``card_chars`` inside a link that wraps whole blocks (a teaser card) counts as plain text."""
     if block.heading:
         return 0.0
-    value = block.chars * (1.0 - block.link_density) ** 2 - params.link_penalty * block.link_chars
+    if cards and block.wrapped and block.chars >= params.card_chars:
+        value = float(block.chars)
+    else:
+        value = block.chars * (1.0 - block.link_density) ** 2 - params.link_penalty * block.link_chars
     if block.furniture:
         value *= params.furniture_weight
     return value
@@ -194,62 +195,6 @@ def _container(blocks: list[Block], values: list[float], span: tuple[int, int], 
     return blocks[span[0]].element
 
 
-_TABLE_TAGS = frozenset(("table", "tbody", "thead", "tfoot", "tr", "td", "th"))
-
-
-def _repeated_items(
-    blocks: list[Block], values: list[float], container: int, tree: Tree, params: Params
-) -> list[tuple[int, int]] | None:
-    """Forum threads, answers, reviews: when the article's container is (inside) one of several siblings with the
-    same tag and class that each hold running text, those siblings together are the main content. The class
-    must be set (bare <div>s and table cells are layout) and most siblings must hold text (a row of cards does
-    not). Returns those items as element ranges (first, end) in document order, or None."""
-    element = container
-    for _ in range(params.repeat_levels):
-        parent = tree.parent[element]
-        tag = tree.tag(element)
-        if parent < 0 or tag in ("body", "html"):
-            return None
-        names = tree.classes(element)
-        if names and tag not in _TABLE_TAGS:
-            tag_id = tree.tag_ids[element]
-            items = [
-                (sibling, tree.end[sibling])
-                for sibling in tree.children(parent)
-                if tree.tag_ids[sibling] == tag_id and tree.classes(sibling) == names
-            ]
-            if len(items) >= params.repeat_min_items:
-                text = [0] * len(items)
-                starts = [first for first, _ in items]
-                for i, block in enumerate(blocks):
-                    item = _owner(items, starts, block.element)
-                    if item >= 0 and values[i] > 0 and block.link_density <= params.link_density_max:
-                        text[item] += block.chars
-                posts = sum(1 for chars in text if chars >= params.repeat_min_chars)
-                if posts >= params.repeat_min_items and posts >= params.repeat_share * len(items):
-                    return items
-        element = parent
-    return None
-
-
-def _mostly_furniture(blocks: list[Block], items: list[tuple[int, int]], starts: list[int], own: int) -> bool:
-    """Whether most of the text in ``items`` other than the item ``own`` is in furniture."""
-    furniture = other = 0
-    for block in blocks:
-        item = _owner(items, starts, block.element)
-        if item >= 0 and item != own:
-            other += block.chars
-            if block.furniture:
-                furniture += block.chars
-    return 2 * furniture > other
-
-
-def _owner(items: list[tuple[int, int]], starts: list[int], element: int) -> int:
-    """The position of the item whose subtree holds ``element``, or -1."""
-    position = bisect_right(starts, element) - 1
-    return position if position >= 0 and element < items[position][1] else -1
-
-
 def select_blocks(
     blocks: list[Block], tree: Tree, params: Params | None = None, headline: int | None = None
 ) -> list[Block]:
@@ -260,12 +205,24 @@ def select_blocks(
     params = params or Params()
     if not blocks:
         return []
-    selected, spread = _select(blocks, tree, params, headline, force_spread=False)
+    selected, spread, article = _select(blocks, tree, params, headline, force_spread=False)
+    cards = False
+    if params.card_chars and not article and _has_cards(blocks, params.card_chars):
+        # No article under a headline: the page is a listing, and on a listing whose teasers are whole-card links
+        # (<a> around title and summary) the summaries are its text, not navigation. Scored so, the cards make
+        # the dense region (or spread content), instead of the one unlinked line between them.
+        cards = True
+        selected, spread, article = _select(blocks, tree, params, headline, force_spread=False, cards=True)
     if params.min_line_words and not spread and _few_words_per_line(selected, params):
         # The "article" holds no running text: an intro line over product cards, a price and a size table, a
         # menu of services. Such a page is spread content whatever its headline says.
-        selected, _ = _select(blocks, tree, params, headline, force_spread=True)
+        selected, _, _ = _select(blocks, tree, params, headline, force_spread=True, cards=cards)
     return selected
+
+
+def _has_cards(blocks: list[Block], min_chars: int) -> bool:
+    """Whether some line of at least ``min_chars`` sits inside a link wrapping block elements (a teaser card)."""
+    return any(block.wrapped and block.chars >= min_chars and not block.heading for block in blocks)
 
 
 def _few_words_per_line(selected: list[Block], params: Params) -> bool:
@@ -278,13 +235,14 @@ def _few_words_per_line(selected: list[Block], params: Params) -> bool:
     limit = params.min_line_words * len(plain)
     if sum(block.chars for block in plain) >= 12 * limit:
         return False
-    return sum(len(_WORDS.findall(block.text)) for block in plain) < limit
+    return sum(len(WORDS.findall(block.text)) for block in plain) < limit
 
 
 def _select(
-    blocks: list[Block], tree: Tree, params: Params, headline: int | None, force_spread: bool
-) -> tuple[list[Block], bool]:
-    """The block selection proper; also says whether the page was taken as spread content."""
+    blocks: list[Block], tree: Tree, params: Params, headline: int | None, force_spread: bool, cards: bool = False
+) -> tuple[list[Block], bool, bool]:
+    """The block selection proper; also says whether the page was taken as spread content and whether as an
+    article under its headline."""
     trust_furniture = True
     furniture_chars = sum(b.chars for b in blocks if b.furniture)
     if furniture_chars > params.furniture_max_share * sum(b.chars for b in blocks) and (
@@ -294,7 +252,7 @@ def _select(
         # swallowing the page misled the flags, so here they say nothing. Unless the headline stands outside
         # the furniture: then the flags are right and the story is short under a long comment thread.
         params, trust_furniture = replace(params, furniture_weight=1.0), False
-    values = [block_value(b, params) for b in blocks]
+    values = [block_value(b, params, cards) for b in blocks]
     cost = _cost(values, params)
     span, value = _densest_region(values, cost)
     if headline is not None and span[0] <= headline < span[1]:
@@ -307,7 +265,7 @@ def _select(
     article = headline is not None and 0 <= span[0] - headline <= params.anchor_reach
     # A headline of a word or two ("Science", "Remote jobs", "科技") names a section, not a story: its page is a
     # listing unless the text under it is most of the page.
-    section = article and len(_WORDS.findall(blocks[headline].text)) <= params.section_title_words
+    section = article and len(WORDS.findall(blocks[headline].text)) <= params.section_title_words
     if force_spread or (params.spread_share and (not article or section)):
         # No article under a headline, and the densest run holds little of the page's text: a listing, a shop
         # grid, a landing page. Their main content is spread over the page, so take the container of it all.
@@ -324,23 +282,23 @@ def _select(
     inside_first, inside_end = container, tree.end[container]
     if spread:
         span = (0, 0)
-    posts = _repeated_items(blocks, values, container, tree, params) if params.repeat_levels else None
+    posts = repeated_items(blocks, values, container, tree, params) if params.repeat_levels else None
     starts = [first for first, _ in posts] if posts else []
     if posts and article and trust_furniture:
-        story = _owner(posts, starts, blocks[headline].element)
-        if story >= 0 and _mostly_furniture(blocks, posts, starts, story):
+        story = owner(posts, starts, blocks[headline].element)
+        if story >= 0 and mostly_furniture(blocks, posts, starts, story):
             # The story's own box holds its headline and its like-classed siblings are mostly furniture: they
             # are the page's other boxes (teasers, most commented, sidebars), not posts of one thread.
             posts = None
-    owners = [_owner(posts, starts, block.element) for block in blocks] if posts else []
+    owners = [owner(posts, starts, block.element) for block in blocks] if posts else []
     # A post's own running text outside furniture: where a post has some, its furniture is something nested in
     # it (the comments under an answer, a signature box), not the post; forums that call every post a "comment"
     # have none, and keep all of theirs.
     plain = [0] * len(posts) if posts else []
     if posts and trust_furniture and params.post_furniture:
-        for block, owner in zip(blocks, owners, strict=True):
-            if owner >= 0 and not block.furniture and block.link_density <= params.link_density_max:
-                plain[owner] += block.chars
+        for block, item in zip(blocks, owners, strict=True):
+            if item >= 0 and not block.furniture and block.link_density <= params.link_density_max:
+                plain[item] += block.chars
     selected = []
     announced = False  # the last line taken ends with a colon: "Here are some of the courses offered:"
     for i, block in enumerate(blocks):
@@ -378,13 +336,13 @@ def _select(
         announced = params.announced_lists and (listed or _announces(block))
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
-    return (_without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread
+    return (_without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article
 
 
 def _announces(block: Block) -> bool:
     """A sentence that ends with a colon announces what follows ("Here are some of the courses Google offers:");
     a label does not ("Share this:", "Tags:", "Related posts:", "You might also like:"): five words at least."""
-    return block.text.endswith((":", "：")) and not block.heading and len(_WORDS.findall(block.text)) >= 5
+    return block.text.endswith((":", "：")) and not block.heading and len(WORDS.findall(block.text)) >= 5
 
 
 def _without_repeats(selected: list[Block], min_chars: int) -> list[Block]:

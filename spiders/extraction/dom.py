@@ -70,10 +70,29 @@ class Block:
     """One rendered line of text and the facts the scorer needs about it (a plain slotted class built in the
     walk's hot loop; the link density is computed once here, not on every read)."""
 
-    __slots__ = ("chars", "element", "furniture", "heading", "index", "link_chars", "link_density", "tag", "text")
+    __slots__ = (
+        "chars",
+        "element",
+        "furniture",
+        "heading",
+        "index",
+        "link_chars",
+        "link_density",
+        "tag",
+        "text",
+        "wrapped",
+    )
 
     def __init__(
-        self, text: str, chars: int, link_chars: int, element: int, tag: str, furniture: bool, index: int = 0
+        self,
+        text: str,
+        chars: int,
+        link_chars: int,
+        element: int,
+        tag: str,
+        furniture: bool,
+        index: int = 0,
+        wrapped: bool = False,
     ) -> None:
         self.text = text
         self.chars = chars  # non-space characters
@@ -84,6 +103,7 @@ class Block:
         self.furniture = furniture  # inside <nav>/<aside>/<footer> or an element whose class/id says furniture
         self.heading = tag in HEADING_TAGS
         self.index = index
+        self.wrapped = wrapped  # its block element sits inside an <a>: a line of a whole-card link
 
     def __repr__(self) -> str:
         return f"Block({self.index}, {self.tag}, {self.chars}, {self.text[:30]!r})"
@@ -157,6 +177,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
     # (class/id names are read and judged only for blocks that hold text, and not at all inside furniture).
     furniture_stack: list[bool | None] = []
     links = 0  # open <a> elements
+    wrapped_stack: list[bool] = []  # per open block: whether it was opened inside an <a> (a whole-card link)
 
     def flush() -> None:  # called only when ``pieces`` hold visible text
         nonlocal link_chars, visible
@@ -167,7 +188,8 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
         if furniture is None:
             furniture = _judge_open_blocks(tree, block_stack, furniture_stack)
         tag = tag_names.get(tag_ids[home]) or nodes[home].tag
-        blocks.append(Block(text, chars, min(link_chars, chars), home, tag, furniture, len(blocks)))
+        wrapped = wrapped_stack[-1]
+        blocks.append(Block(text, chars, min(link_chars, chars), home, tag, furniture, len(blocks), wrapped))
         pieces.clear()
         link_chars, visible = 0, False
 
@@ -222,6 +244,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                     else:
                         furniture_stack.append(None)
                     block_stack.append(index)
+                    wrapped_stack.append(links > 0)
                     closing = 1
                 child = node.first_child
                 if child is not None:
@@ -233,6 +256,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                 elif closing:
                     block_stack.pop()
                     furniture_stack.pop()
+                    wrapped_stack.pop()
         # Done with ``node``: on to its next sibling, closing the elements that end here.
         while stack:
             following = node.next
@@ -254,6 +278,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                     link_chars = 0
                 block_stack.pop()
                 furniture_stack.pop()
+                wrapped_stack.pop()
         else:
             break
     if visible and block_stack:

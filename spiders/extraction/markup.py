@@ -13,8 +13,13 @@ __all__ = [
     "PAGE_TAGS",
     "SKIP_TAGS",
     "VOID_TAGS",
+    "WORDS",
     "says_furniture",
 ]
+
+# Words, language-independently: runs of letters or digits, and every CJK character alone (as the scorer counts).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 
 # Elements that end the current rendered line. <br> too: many Chinese CMSs write whole articles as one <div>
 # with <br><br> between paragraphs.

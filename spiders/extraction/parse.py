@@ -73,9 +73,11 @@ def parse_html(html: str) -> LexborHTMLParser | None:
     return parser if parser.root is not None else None
 
 
-# Hidden elements and placeholder anchors, found by the parser's CSS engine in one pass (in C); a style is then
-# checked word by word in Python.
-_PRUNE_SELECTOR = '[hidden], [style*="none" i], [style*="hidden" i], a[name]:not([href])'
+# Hidden elements (closed dialogs and modals too) and placeholder anchors, found by the parser's CSS engine in one
+# pass (in C); a style is then checked word by word in Python.
+_PRUNE_SELECTOR = (
+    '[hidden], [style*="none" i], [style*="hidden" i], a[name]:not([href]), dialog:not([open]), [aria-modal="true" i]'
+)
 _ANCHOR_ATTRIBUTES = frozenset(("name", "id"))
 
 
@@ -106,6 +108,12 @@ def prune(document: LexborHTMLParser) -> bool:
             else:
                 _reveal(document, element, segment.group(1))
         elif _HIDDEN_STYLE.search(attributes.get("style") or ""):
+            hidden.append(element)
+        elif (element.tag == "dialog" and "open" not in attributes) or (
+            (attributes.get("aria-modal") or "").lower() == "true"
+        ):
+            # A closed <dialog> is not rendered; a modal (aria-modal) opens over the page on demand: policies,
+            # size guides, newsletter sign-ups, never the page's own text.
             hidden.append(element)
         elif _ANCHOR_ATTRIBUTES.issuperset(attributes) and element.tag == "a":
             anchors.append(element)

@@ -6,12 +6,12 @@ import re
 
 from selectolax.lexbor import LexborHTMLParser
 
+from spiders.extraction.markup import WORDS
+
 __all__ = ["find_title"]
 
 # "Headline - Site", "Site | Section | Headline", "标题_新闻_网站": split the <title> on these.
 _SEPARATORS = re.compile(r"\s+[|\-–—:»·•]\s+|\s*[|_]\s*|\s*[-–—]{2,}\s*|\s+::\s+")
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-_WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 _META_TITLES = (
     ("property", "og:title"),
     ("name", "twitter:title"),
@@ -54,7 +54,7 @@ def _similar(a: str, b: str, by_words: bool = False) -> bool:
         # confirms any two English sentences of similar length: a landing page's section heading "A unified
         # inference cloud to build full-stack AI apps" would anchor the "article" under <title> "DigitalOcean:
         # AI-Powered Unified Inference Cloud Infrastructure".
-        words, others = set(_WORDS.findall(shorter.lower())), set(_WORDS.findall(longer.lower()))
+        words, others = set(WORDS.findall(shorter.lower())), set(WORDS.findall(longer.lower()))
         return len(words & others) >= 0.8 * len(words)
     common = sum(1 for ch in set(shorter) if ch in longer)
     return common >= 0.8 * len(set(shorter))
@@ -67,8 +67,8 @@ def _strip_site_name(title: str) -> str:
 
 
 def find_title(document: LexborHTMLParser | None) -> str:
-    """Best headline for the page: an ``<h1>`` confirmed by ``<title>``/og:title, else og:title, else a cleaned
-    ``<title>``, else the first ``<h1>``; empty string when the page has none."""
+    """Best headline for the page: an ``<h1>`` (or ``<h2>``, by its words) confirmed by ``<title>``/og:title, else
+    og:title, else a cleaned ``<title>``, else the first ``<h1>``; empty string when the page has none."""
     if document is None:
         return ""
     document_title, metas, h1, h2 = None, [], [], []

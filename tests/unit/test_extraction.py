@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spiders.extraction import Params, extract
+from spiders.extraction import Params, extract, prepare
 from spiders.extraction.dates import parse_date
 
 pytestmark = pytest.mark.unit
@@ -81,6 +81,22 @@ def test_button_labels_inside_the_product_region_are_dropped():
 
 
 
+def test_closed_dialogs_and_modals_are_not_shown():
+    # A shop's refund and privacy policies wait in modals (aria-modal) at the end of the page, opened by a footer
+    # link: long text, which a region reaching the footer would take. A <dialog> without "open" is not rendered.
+    clause = "Returns are accepted within thirty days of delivery, as clause {0} of the policy says. " * 5
+    policy = "".join(f"<p>{clause.format(i)}</p>" for i in range(30))
+    html = f"""<html><head><title>Wool Runner | Example Shop</title></head><body>
+    <div class="product"><h1>Wool Runner</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div>
+    <footer><div role="dialog" aria-modal="true"><h2>Refund policy</h2>{policy}</div>
+    <dialog><p>Sign up for our newsletter and get ten percent off your first order today.</p></dialog>
+    <dialog open><p>This dialog is open, and shown to every visitor of the page.</p></dialog></footer></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "clause" not in text and "newsletter" not in text
+    assert any("This dialog is open" in block.text for block in prepare(html).blocks)
+
+
 def test_an_article_without_running_text_is_spread_content():
     # A shop category named in a six-word headline (no section name) with a three-word tagline under it: the
     # region anchored on the headline holds no running text, the product cards below it are the content.
@@ -94,6 +110,42 @@ def test_an_article_without_running_text_is_spread_content():
     <div class="grid">{cards}</div></main></body></html>"""
     assert "Oak veneer 7" in extract(html)["text"]
     assert "Oak veneer 7" not in extract(html, params=Params(min_line_words=0))["text"]
+
+
+def test_whole_card_links_are_a_listing_s_text():
+    # A front page without a headline: each teaser is one link around its title and summary. Scored as links,
+    # the summaries push the region onto the one unlinked intro line; read as cards, they are the content.
+    cards = "".join(
+        f'<a class="card" href="/story/{i}"><h3>Story {i} of the day</h3><p>{PARAGRAPHS[i % 4]} ({i})</p></a>'
+        for i in range(8)
+    )
+    html = f"""<html><head><title>Example News: the latest stories</title></head><body><nav><ul>{NAV}</ul></nav>
+    <div class="intro"><p>Everything we published this week about the city, its budget and its people.</p></div>
+    <div class="grid">{cards}</div><footer><p>© 2024 Example News. All rights reserved.</p></footer></body></html>"""
+    text = extract(html)["text"]
+    assert f"{PARAGRAPHS[1]} (5)" in text
+    assert "Section 3" not in text
+    assert f"{PARAGRAPHS[1]} (5)" not in extract(html, params=Params(card_chars=0))["text"]
+    # Under a headline the same cards are teasers after the story: links, as before.
+    story = html.replace('<div class="intro">', "<main><h1>Example News: the latest stories</h1>")
+    assert f"{PARAGRAPHS[1]} (5)" not in extract(story)["text"]
+
+
+def test_a_section_heading_sharing_letters_with_the_title_is_not_the_headline():
+    # Any English title shares most of its letters with any sentence: an <h2> must share the title's words to be
+    # the headline (a testimonial's heading halfway down a service page is not), while an <h1> reworded for the
+    # search engines is still recognised by its letters.
+    html = f"""<html><head><title>Cybersecurity Consulting Services | Example</title></head><body>
+    <nav><ul>{NAV}</ul></nav><main><section><h1>Elevate security maturity and move from reactive to ready</h1>
+    <p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p></section>
+    <section><h2>How SiteOne transformed security with Example Services</h2><p>{PARAGRAPHS[2]}</p></section>
+    </main></body></html>"""
+    result = extract(html)
+    assert result["title"] == "Cybersecurity Consulting Services"
+    assert all(paragraph in result["text"] for paragraph in PARAGRAPHS[:3])
+    reworded = f"""<html><head><title>Spiced Honey Pear Jam Recipe | Example</title></head><body>
+    <main><h1>Homemade Spiced Honey Pear Jam for the Holidays</h1><p>{PARAGRAPHS[0]}</p></main></body></html>"""
+    assert extract(reworded)["title"] == "Homemade Spiced Honey Pear Jam for the Holidays"
 
 
 REPLIES = [
