@@ -18,7 +18,8 @@ Inserts N distinct crawl-like URLs with check-and-add, then queries N other dist
 - side by side, batch by batch in the same loop (so that load on a shared machine hits all alike), on the same
   fingerprints (``url_fingerprints`` of the same URLs): RedisBloom ``BF.MADD`` of the 16-byte fingerprints into a
   filter reserved for N at P, driven like ours — per chunk of C URLs (``--chunk``; default the filter's
-  ``direct.CHUNK``, which both paths then use), fingerprint the chunk and write its ``BF.MADD`` without waiting;
+  ``direct.CHUNK``, which both paths then use, the last chunk of a batch cut to ``direct.TAIL``), fingerprint the
+  chunk and write its ``BF.MADD`` without waiting;
   read every reply after the last chunk; and a Redis set of hex fingerprints with one ``SADD`` per URL,
   pipelined (scrapy-redis' dupefilter). Their ``*_add_per_s`` include the fingerprinting time, as ours does ("the
   same path"). Ours and BF.MADD take turns going first, batch by batch. ``speed_vs_redisbloom`` = ours /
@@ -140,15 +141,16 @@ class Timings:
     query: float = 0.0
 
 
-def redisbloom_add(client: redis_py.Redis, urls: list[str], chunk: int) -> int:
-    """RedisBloom on the same path as ours: chunk by chunk, fingerprint then write ``BF.MADD`` without waiting;
-    the replies are read after the last chunk (as :class:`master.bloom.resp.Window` does for ours)."""
+def redisbloom_add(client: redis_py.Redis, urls: list[str]) -> int:
+    """RedisBloom on the same path as ours: chunk by chunk (``direct.chunk_bounds``, as ours), fingerprint then
+    write ``BF.MADD`` without waiting; the replies are read after the last chunk (as
+    :class:`master.bloom.resp.Window` does for ours)."""
     pool = client.connection_pool
     connection = pool.get_connection()
     try:
         sent = 0
-        for start in range(0, len(urls), chunk):
-            fingerprints = url_fingerprints(urls[start:start + chunk])
+        for start, stop in direct.chunk_bounds(len(urls)):
+            fingerprints = url_fingerprints(urls[start:stop])
             connection.send_command("BF.MADD", BF_KEY, *(fingerprints[i:i + 16] for i in range(0, len(fingerprints),
                                                                                                 16)))
             sent += 1
@@ -179,12 +181,12 @@ def run(n: int, fpr: float, batch: int, groups: int, shards: int, slack: float, 
             bf_first = bloom_loaded and start // batch % 2 == 1  # alternate, so that neither path always goes first
             t0 = clock()
             if bf_first:
-                new_bf += redisbloom_add(client, urls, chunk)
+                new_bf += redisbloom_add(client, urls)
             t1 = clock()
             new_ours += sum(bloom.add(urls))
             t2 = clock()
             if bloom_loaded and not bf_first:
-                new_bf += redisbloom_add(client, urls, chunk)
+                new_bf += redisbloom_add(client, urls)
             t3 = clock()
             spent.ours += t2 - t1
             spent.redisbloom += (t1 - t0) + (t3 - t2)
