@@ -19,14 +19,15 @@ on the same connection (Redis runs chunk i while this process hashes chunk i + 1
 them in order, so a URL twice in a batch is new once). Shards with older layers (whose cells are read with
 ``GET`` first) and shards near their limit are done after that in synchronous rounds (:meth:`DirectPath.run`).
 
-Where the time goes (``bench/bloom.py``, 1,000 URLs per batch, 12 operations per URL at ``memory_slack=0.005``,
-on this project's 2-vCPU VM): Redis 7.5-10 µs of CPU per URL, of which 3.7 µs running ``BITFIELD`` (0.31 µs per
-operation) and the rest reading and parsing its 48 arguments; this process 4-7 µs canonicalising and
-fingerprinting (as much as for RedisBloom, whose own share is ~1.7 µs), then ~3 µs computing and packing the
-cells, ~0.4 µs sending and ~0.7 µs reading the replies. The two overlap: with chunks of :data:`CHUNK` = 256 URLs
-Redis sets chunk i while this process hashes chunk i + 1, which took a batch from ~22 to ~13-15 µs per URL on a
-quiet machine. Smaller chunks lose it again to the fixed cost of each chunk (a few dozen numpy calls, one command
-per part key touched); that is why a chunk's per-shard bookkeeping is done in arrays.
+Where the time goes (1,000 URLs per batch, the default 10 operations per URL, one shard; this project's 2-vCPU
+VM, quiet; ``INFO`` CPU and process CPU): Redis spends 8 µs of CPU per URL, mostly reading and parsing the 40
+arguments (0.31 µs per operation to run them); this process 11 µs, of which 5-7 µs canonicalising and fingerprinting
+(as much as for RedisBloom, whose own share is ~1 µs). The two overlap: with chunks of :data:`CHUNK` = 256 URLs,
+Redis sets chunk i while this process hashes chunk i + 1, so a batch costs ~12.6 µs per URL against 7.2 µs for
+``BF.MADD`` on the same path. A chunk costs a fixed ~150 µs (a few dozen numpy calls, one command per part key
+touched): smaller chunks lose the overlap again to it; the last chunk is cut to :data:`TAIL` URLs, because its
+Redis time is what this process waits for after its last write. When other processes keep both cores busy the
+overlap is gone and the path costs the sum (~19 µs against ~8).
 
 :func:`cells` is the same computation as ``lua/common.lua`` (``plan``) and :func:`master.bloom.fingerprint.positions`.
 """
