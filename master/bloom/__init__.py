@@ -3,6 +3,7 @@
 - :mod:`master.bloom.sizing` — the math: groups, hashes, bits for a target rate; Redis string layout.
 - :mod:`master.bloom.fingerprint` — canonical URL (w3lib's, with a fast path) and 128-bit mmh3 fingerprint.
 - :mod:`master.bloom.filter` — :class:`BloomFilter`: batch check-and-add, growth, TTL, housekeeping.
+- :mod:`master.bloom.cells` — where a URL's bits are in a layer, and the ``BITFIELD`` commands of a batch (numpy).
 - :mod:`master.bloom.direct` — the bit filter's hot path: cells in numpy, one atomic ``BITFIELD`` per part key,
   chunks of a batch pipelined so that hashing and Redis overlap.
 - :mod:`master.bloom.resp` — ``BITFIELD`` packed as RESP in numpy; a window that sends without waiting.

@@ -182,7 +182,7 @@ def test_the_groups_benchmark_uses_the_filters_cell_positions():
 
 
 def test_vectorised_cells_match_the_reference_positions():
-    from master.bloom.direct import cells
+    from master.bloom.cells import cells
 
     rng = random.Random(5)
     layer = {"k": 7, "h": 2, "m": 800 + 150 + 50, "sizes": [800, 150, 50]}
