@@ -167,11 +167,14 @@ class DirectPath:
 
     def _capacity(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For the shards ``present``: whether each has a single layer, and the room left in its newest one."""
-        layouts, counts = self.layouts, self.counts
+        layouts = self.layouts
         single = np.fromiter((len(layouts[shard]) == 1 for shard in present.tolist()), dtype=bool, count=len(present))
-        room = np.fromiter((layouts[shard][-1]["limit"] - counts.get(shard, 0) for shard in present.tolist()),
-                           dtype=np.int64, count=len(present))
+        room = np.fromiter(map(self._room, present.tolist()), dtype=np.int64, count=len(present))
         return single, room
+
+    def _room(self, shard: int) -> int:
+        """Elements the shard's newest layer takes before it is full (negative: overfilled by concurrent rounds)."""
+        return self.layouts[shard][-1]["limit"] - self.counts.get(shard, 0)
 
     def run(self, mode: str, h1: np.ndarray, h2: np.ndarray, selector: np.ndarray, shards: np.ndarray,
             verdicts: np.ndarray, grown: list[int], max_rounds: int, todo: np.ndarray | None = None) -> None:
@@ -193,7 +196,7 @@ class DirectPath:
             taken: dict[int, np.ndarray] = {}
             later: dict[int, np.ndarray] = {}
             for shard, index in pending.items():
-                room = self.layouts[shard][-1]["limit"] - self.counts.get(shard, 0)
+                room = self._room(shard)
                 size = len(index) if mode == "check" or len(index) <= room else max(room, STEP)
                 taken[shard], rest = index[:size], index[size:]
                 if len(rest):
@@ -218,7 +221,7 @@ class DirectPath:
         """Shards whose newest layer is full get a layer when one of their URLs needs room — not when the layer
         just filled (a filter holding exactly its capacity has no empty layer), nor for duplicates: their URLs
         are checked first, and those found (bits are never cleared) are answered. Returns what is left to add."""
-        full = [shard for shard in pending if self.counts.get(shard, 0) >= self.layouts[shard][-1]["limit"]]
+        full = [shard for shard in pending if self._room(shard) <= 0]
         if not full:
             return pending
         todo = np.concatenate([pending[shard] for shard in full])
@@ -356,7 +359,7 @@ class DirectPath:
             if int(layers) != known:
                 self.forget(shard)  # another worker grew it
                 regrown.append(shard)
-            elif self.counts[shard] > self.layouts[shard][-1]["limit"]:  # overfilled by a concurrent round
+            elif self._room(shard) < 0:  # overfilled by a concurrent round
                 self.pending_growth.append((shard, known))
         for reply in replies[len(added):]:
             checked(reply)
