@@ -48,8 +48,10 @@ def normalise_encoding(label: str | None) -> str | None:
 
 
 def _decodes(body: bytes, encoding: str) -> str | None:
+    """``body`` decoded strictly, except that a character cut off at the very end is left out: bodies are cut
+    (a download's size limit, the extractor's), and one cut character is no reason to distrust the codec."""
     try:
-        return body.decode(encoding)
+        return codecs.getincrementaldecoder(encoding)().decode(body, final=False)
     except (UnicodeDecodeError, LookupError):
         return None
 
@@ -89,6 +91,8 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
         return body.decode("ascii"), next((c for c in candidates if not c.startswith("utf-16")), "utf-8")
 
     utf8_text = _decodes(body, "utf-8")
+    if utf8_text is not None and utf8_text.isascii():
+        utf8_text = None  # ASCII but for a cut-off lead byte at the end: no evidence of UTF-8 ("...caf\xe9")
     for encoding in candidates:
         if utf8_text is not None and not _is_utf8_family(encoding):
             # Valid multi-byte UTF-8 that claims to be legacy: the claim is the template's, the bytes are UTF-8.

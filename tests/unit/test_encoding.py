@@ -65,6 +65,24 @@ def test_undeclared_utf8_is_recognised():
     assert "Ελληνικά" in decoded
 
 
+def test_a_body_cut_inside_a_character_keeps_its_declared_codec():
+    # A download's size limit (or the extractor's) cuts a body anywhere: the half character at the end goes, and
+    # the declaration is still trusted (strictly, the whole body would fail and detection might guess UTF-16).
+    for codec, label in (("gb18030", "gbk"), ("utf-8", "utf-8")):
+        body = f'<meta charset="{label}"><p>{CHINESE}'.encode(codec)
+        assert CHINESE.endswith("步。")
+        decoded, encoding = decode_html(body[:-1])
+        assert encoding == codec
+        assert decoded.endswith("步") and "\ufffd" not in decoded
+
+
+def test_a_cut_lead_byte_is_no_evidence_of_utf8():
+    # ASCII and a last "\xe9" (cp1252 é, also a UTF-8 lead byte): not a UTF-8 page whose last character was cut.
+    decoded, encoding = decode_html(b'<meta charset="windows-1252"><p>Un caf\xe9')
+    assert encoding == "cp1252"
+    assert decoded.endswith("caf\xe9")
+
+
 @pytest.mark.parametrize(
     "body",
     [
