@@ -24,7 +24,7 @@ from spiders.encoding import decode_html
 from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
-from spiders.extraction.parse import parse_html
+from spiders.extraction.parse import clip_bytes, parse_html
 from spiders.extraction.title import find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]
@@ -91,7 +91,7 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
     Never raises on malformed input: a page without text gives ``{"text": "", "title": None, "published": None}``.
     """
     if isinstance(html, bytes | bytearray):
-        html, _ = decode_html(bytes(html))
+        html, _ = decode_html(clip_bytes(bytes(html)))
     prepared = prepare(html or "")
     selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline)
     published = prepared.published

@@ -9,7 +9,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from spiders.extraction.markup import VOID_TAGS
 
-__all__ = ["parse_html", "prune"]
+__all__ = ["clip_bytes", "parse_html", "prune"]
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 
@@ -19,11 +19,22 @@ _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGN
 # also takes quadratic time over the options of one <select>: option tags are dropped too (their text is never
 # main text). Only pages with many tags are scanned (a count in C first), so ordinary pages go untouched.
 # The walk after parsing costs about 10 us per element in Python, so a page is read up to its _MAX_TAGS-th start
-# tag (five times the most tags of any page of the dev set): 10^5 list items would take over a second.
+# tag (twice the most tags of any page of the dev set): 10^5 list items would take over a second. The scan itself
+# costs about a microsecond per tag, so it stops after _MAX_SCANNED tags, dropped ones included (10^6 nested
+# <div>s or <option>s), and a page is read up to its _MAX_CHARS-th character (the largest dev page has 5.3 million):
+# what lies beyond is left out, as trafilatura refuses pages over 20 MB.
 _MAX_DEPTH = 256
 _SCAN_TAGS = 5000
 _MAX_TAGS = 40_000
-_TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*?(/?)>")
+_MAX_SCANNED = 4 * _MAX_TAGS
+_MAX_CHARS = 8_000_000
+# Raw bytes are clipped before decoding too (three bytes per character: UTF-8's most for Chinese), or decoding and
+# detecting a 100 MB page's encoding would cost half a second before any of it is read.
+_MAX_BYTES = 3 * _MAX_CHARS
+_CLIP_WINDOW = 4096
+# Greedy attributes, "/" checked after the match: a lazy "[^>]*?(/?)>" retries at every character of an attribute
+# (a second per 8 MB of long attributes).
+_TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)([^>]*)>")
 # Void elements, and those whose end tag may be left out (closed by their next sibling): their depth is unknown.
 _NON_NESTING = frozenset(
     (*VOID_TAGS, "br", "hr", "input", "meta", "link", "base", "embed", "html", "head", "body", "p", "li", "dt", "dd")
@@ -33,18 +44,21 @@ _OPTION_TAGS = frozenset(("option", "optgroup"))
 
 def _bounded(html: str) -> str:
     """``html`` without the tags that would make parsing it superlinear, and cut before the ``_MAX_TAGS + 1``-th
-    start tag it keeps (see above)."""
+    start tag it keeps or the ``_MAX_SCANNED + 1``-th tag it finds (see above)."""
     if html.count("<") < _SCAN_TAGS:
         return html
     depth, kept, last, opened = 0, [], 0, 0
-    for match in _TAG.finditer(html):
+    for scanned, match in enumerate(_TAG.finditer(html)):
+        if scanned == _MAX_SCANNED:  # the rest of the page is left out
+            kept.append(html[last : match.start()])
+            return "".join(kept)
         closing = match.group(1)
         name = match.group(2).lower()
         if name in _OPTION_TAGS:
             kept.append(html[last : match.start()])
             last = match.end()
             continue
-        if not match.group(3) and name not in _NON_NESTING:  # "<path/>": SVG closes it at once
+        if not match.group(3).endswith("/") and name not in _NON_NESTING:  # "<path/>": SVG closes it at once
             dropped = depth > _MAX_DEPTH or (not closing and depth == _MAX_DEPTH)
             depth = max(0, depth - 1) if closing else depth + 1
             if dropped:
@@ -62,11 +76,25 @@ def _bounded(html: str) -> str:
     return "".join(kept)
 
 
+def clip_bytes(body: bytes) -> bytes:
+    """The start of an oversized body, cut just before a space, a newline, "<" or ">" near the limit: bytes below
+    0x40 are never inside a character of the ASCII-compatible encodings (UTF-8, GB18030, Big5, Shift_JIS, EUC),
+    so strict decoding still works."""
+    if len(body) <= _MAX_BYTES:
+        return body
+    start = _MAX_BYTES - _CLIP_WINDOW
+    window = body[start:_MAX_BYTES]
+    cut = max(window.rfind(byte) for byte in (b" ", b"\n", b"<", b">"))
+    return body[: start + cut] if cut >= 0 else body[:_MAX_BYTES]
+
+
 def parse_html(html: str) -> LexborHTMLParser | None:
     """Parse (as a browser does, recovering from anything) into a lexbor document; None when there is nothing
     to parse."""
     if not html or html.isspace():
         return None
+    if len(html) > _MAX_CHARS:
+        html = html[:_MAX_CHARS]
     if "\x00" in html:
         html = html.replace("\x00", "")
     parser = LexborHTMLParser(_bounded(html))

@@ -423,6 +423,24 @@ def test_a_page_is_read_up_to_a_bounded_number_of_tags():
     assert text.startswith("item number 0 ") and f"item number {_MAX_TAGS} " not in text
 
 
+def test_the_scan_for_pathological_markup_and_the_page_itself_are_bounded():
+    from spiders.extraction.parse import _MAX_BYTES, _MAX_CHARS, _MAX_SCANNED, _bounded, clip_bytes
+
+    # 10^6 nested <div>s are all dropped, but scanning them is work too: the scan stops (and the page is cut).
+    deep = _bounded("<p>start</p>" + "<div>" * (_MAX_SCANNED + 10) + "tail")
+    assert deep.startswith("<p>start</p>") and "tail" not in deep and deep.count("<div>") == 256
+    # A page is read up to its _MAX_CHARS-th character, ...
+    huge = "<html><body><p>" + "word " * (_MAX_CHARS // 5) + "</p><p>after the limit</p></body></html>"
+    text = extract(huge)["text"]
+    assert text.startswith("word word") and "after the limit" not in text and len(text) < _MAX_CHARS
+    # ... and raw bytes are clipped before decoding, at a byte that is never inside a character.
+    body = ("<p>" + "中文 " * (_MAX_BYTES // 7) + "</p>").encode("utf-8")
+    clipped = clip_bytes(body)
+    assert len(clipped) <= _MAX_BYTES and clipped.decode("utf-8").endswith("中文")
+    assert clip_bytes(b"<p>short</p>") == b"<p>short</p>"
+    assert extract(body)["text"].startswith("中文 中文")
+
+
 def test_a_section_heading_is_confirmed_as_headline_by_words_not_letters():
     # <title> and a landing page's section heading share most of their letters, as any two English sentences of
     # that length do, but few words: the heading must not anchor an "article" over the sections above it. An
