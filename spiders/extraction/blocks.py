@@ -7,6 +7,7 @@ from itertools import accumulate
 from operator import sub
 
 from spiders.extraction.dom import Block, Tree
+from spiders.extraction.listing import bridged_links
 from spiders.extraction.markup import WORDS
 from spiders.extraction.posts import mostly_furniture, owner, repeated_items
 
@@ -46,6 +47,7 @@ class Params:
     announced_lists: bool = True  # linked list items right after a line ending with a colon are text
     drop_captions: bool = True  # an article's <figcaption> lines are not its text
     card_chars: int = 40  # no article: lines this long inside a whole-card link count as text (0: off)
+    card_links: bool = True  # spread content: a short link between two kept lines is a line of the same card
 
 
 def block_value(block: Block, params: Params, cards: bool = False) -> float:
@@ -334,6 +336,8 @@ def _select(
             continue  # a photo's caption and credit ("Paris Baguette opened 80 units ... | Photo by L. Jennings")
         selected.append(block)
         announced = params.announced_lists and (listed or _announces(block))
+    if params.card_links and spread:
+        selected = bridged_links(blocks, selected, inside_first, inside_end, trust_furniture)
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
     return (_without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article

@@ -131,6 +131,27 @@ def test_whole_card_links_are_a_listing_s_text():
     assert f"{PARAGRAPHS[1]} (5)" not in extract(story)["text"]
 
 
+def test_a_short_linked_name_between_a_card_s_kept_lines_is_kept():
+    # A ranking or a job board is spread content, where links shorter than ``region_link_chars`` are navigation;
+    # but a card's name is such a link between its plain lines (rank, summary, score). Badges repeated on every
+    # card and linked prices or counts stay out.
+    names = ["Aurora", "Basalt Works", "Cinder", "Dunmore Labs", "Ember", "Fjordline", "Granite", "Halcyon"]
+    cards = "".join(
+        f'<div class="item"><div class="rank">{i + 1}.</div><div class="name"><a href="/p/{i}">{name}</a></div>'
+        f'<div class="about">Plans from ${20 + i} a month</div><div><a href="/sale">Sale</a></div>'
+        f'<div class="score">Score {9 - i / 10:.1f}</div>'
+        f'<div><a href="/p/{i}#reviews">{10 + i} Reviews</a></div><div>Updated this week</div></div>'
+        for i, name in enumerate(names)
+    )
+    html = f"""<html><head><title>Top Ranked Software | Example</title></head><body><nav><ul>{NAV}</ul></nav>
+    <main><h1>Top Ranked Software</h1><div class="list">{cards}</div></main>
+    <footer><p>© 2024 Example. All rights reserved.</p></footer></body></html>"""
+    lines = extract(html)["text"].split("\n")
+    assert "Basalt Works" in lines and "Halcyon" in lines
+    assert "Sale" not in lines and "12 Reviews" not in lines
+    assert "Basalt Works" not in extract(html, params=Params(card_links=False))["text"].split("\n")
+
+
 def test_a_section_heading_sharing_letters_with_the_title_is_not_the_headline():
     # Any English title shares most of its letters with any sentence: an <h2> must share the title's words to be
     # the headline (a testimonial's heading halfway down a service page is not), while an <h1> reworded for the
