@@ -48,6 +48,8 @@ class Params:
     drop_captions: bool = True  # an article's <figcaption> lines are not its text
     card_chars: int = 40  # no article: lines this long inside a whole-card link count as text (0: off)
     card_links: bool = True  # spread content: a short link between two kept lines is a line of the same card
+    drop_bylines: bool = True  # lines inside a byline (class/id) are not the text of an article or a post
+    furniture_line_chars: int = 40  # an article's furniture lines shorter than this go, inside its region too (0: off)
 
 
 def block_value(block: Block, params: Params, cards: bool = False) -> float:
@@ -246,8 +248,16 @@ def _select(
     """The block selection proper; also says whether the page was taken as spread content and whether as an
     article under its headline."""
     trust_furniture = True
-    furniture_chars = sum(b.chars for b in blocks if b.furniture)
-    if furniture_chars > params.furniture_max_share * sum(b.chars for b in blocks) and (
+    furniture_chars = byline_chars = total_chars = 0
+    for b in blocks:
+        total_chars += b.chars
+        if b.furniture:
+            furniture_chars += b.chars
+        elif b.byline:
+            byline_chars += b.chars
+    # A "byline" holding half the page is a misnamed wrapper (the story under "entry-byline"), not a byline.
+    drop_bylines = params.drop_bylines and 2 * byline_chars < total_chars
+    if furniture_chars > params.furniture_max_share * total_chars and (
         headline is None or blocks[headline].furniture
     ):
         # A page cannot be mostly furniture: a wrapper's class ("docs-sidebar-layout") or an unclosed <button>
@@ -306,6 +316,8 @@ def _select(
     for i, block in enumerate(blocks):
         in_region = span[0] <= i < span[1]
         furniture = block.furniture and trust_furniture
+        if drop_bylines and block.byline and not spread:
+            continue  # "By Jane Doe | May 14, 2024", "Senior Autos Reporter", the author's bio
         if posts and owners[i] >= 0:
             if block.link_density <= params.link_density_max and not (
                 furniture and plain[owners[i]] >= params.repeat_min_chars
@@ -328,6 +340,8 @@ def _select(
             continue
         if furniture and not in_region:
             continue
+        if furniture and article and block.chars < params.furniture_line_chars and not _cell_or_heading(block):
+            continue  # user cards beside posts ("Senior Member", "9,420", "Location"), form labels, "Share"
         if params.drop_buttons and furniture and block.tag == "button":
             # Shop pages put size pickers and "Add to Cart" inside the product's region. Only while the flags
             # are trusted: an unclosed <button> can swallow a page (the flags are then distrusted, above).
@@ -341,6 +355,11 @@ def _select(
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
     return (_without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article
+
+
+def _cell_or_heading(block: Block) -> bool:
+    """Headings and table cells are short by nature: a furniture-named wrapper's headings are the text's."""
+    return block.heading or block.tag == "td" or block.tag == "th"
 
 
 def _announces(block: Block) -> bool:

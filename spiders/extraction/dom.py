@@ -17,12 +17,13 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from spiders.extraction.markup import (
     BLOCK_TAGS,
     BOILERPLATE_TAGS,
+    BYLINE,
     HEADING_TAGS,
     INLINE_TAGS,
     PAGE_TAGS,
     SKIP_TAGS,
     VOID_TAGS,
-    says_furniture,
+    names_kind,
 )
 from spiders.extraction.parse import prune
 
@@ -71,6 +72,7 @@ class Block:
     walk's hot loop; the link density is computed once here, not on every read)."""
 
     __slots__ = (
+        "byline",
         "chars",
         "element",
         "furniture",
@@ -104,6 +106,7 @@ class Block:
         self.heading = tag in HEADING_TAGS
         self.index = index
         self.wrapped = wrapped  # its block element sits inside an <a>: a line of a whole-card link
+        self.byline = False  # inside an element whose class/id says byline (author, date, author's bio)
 
     def __repr__(self) -> str:
         return f"Block({self.index}, {self.tag}, {self.chars}, {self.text[:30]!r})"
@@ -136,21 +139,24 @@ def _learn_tag(node: LexborNode, tag_id: int) -> int:
     return kind
 
 
-def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list[bool | None]) -> bool:
-    """Fill in the furniture verdicts of the open blocks not judged yet (innermost last); return the innermost's.
+def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list[int | None]) -> int:
+    """Fill in the furniture verdicts of the open blocks not judged yet (innermost last); return the innermost's:
+    1 furniture, ``BYLINE`` inside a byline (furniture nested in it still counts as furniture), 0 neither.
     The root is always judged (a page element), so the search for the last judged block ends."""
     first = len(furniture_stack) - 1
     while furniture_stack[first] is None:
         first -= 1
     around = furniture_stack[first]
     for position in range(first + 1, len(furniture_stack)):
-        if not around:
+        if around != 1:
             attributes = tree.nodes[block_stack[position]].attributes
             names = attributes.get("class")
             identifier = attributes.get("id")
             if identifier:
                 names = f"{names} {identifier}" if names else identifier
-            around = bool(names) and says_furniture(names)
+            if names:
+                kind = names_kind(names)
+                around = kind if kind == 1 or around != BYLINE else BYLINE
         furniture_stack[position] = around
     return around
 
@@ -175,7 +181,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
     block_stack: list[int] = []  # the innermost open block-level element is the text's home
     # Per open block: whether it or a block around it is furniture; None until a line inside it needs to know
     # (class/id names are read and judged only for blocks that hold text, and not at all inside furniture).
-    furniture_stack: list[bool | None] = []
+    furniture_stack: list[int | None] = []  # 1 furniture, BYLINE in a byline, 0 neither
     links = 0  # open <a> elements
     wrapped_stack: list[bool] = []  # per open block: whether it was opened inside an <a> (a whole-card link)
 
@@ -189,7 +195,9 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
             furniture = _judge_open_blocks(tree, block_stack, furniture_stack)
         tag = tag_names.get(tag_ids[home]) or nodes[home].tag
         wrapped = wrapped_stack[-1]
-        blocks.append(Block(text, chars, min(link_chars, chars), home, tag, furniture, len(blocks), wrapped))
+        block = Block(text, chars, min(link_chars, chars), home, tag, furniture == 1, len(blocks), wrapped)
+        block.byline = furniture == BYLINE
+        blocks.append(block)
         pieces.clear()
         link_chars, visible = 0, False
 
@@ -236,9 +244,9 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                     elif pieces:  # white space between blocks: no call
                         pieces.clear()
                         link_chars = 0
-                    around = furniture_stack[-1] if furniture_stack else False
-                    if kind == _BOILERPLATE or around:
-                        furniture_stack.append(True)
+                    around = furniture_stack[-1] if furniture_stack else 0
+                    if kind == _BOILERPLATE or around == 1:
+                        furniture_stack.append(1)
                     elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
                         furniture_stack.append(around)
                     else:

@@ -8,12 +8,14 @@ import re
 __all__ = [
     "BLOCK_TAGS",
     "BOILERPLATE_TAGS",
+    "BYLINE",
     "HEADING_TAGS",
     "INLINE_TAGS",
     "PAGE_TAGS",
     "SKIP_TAGS",
     "VOID_TAGS",
     "WORDS",
+    "names_kind",
     "says_furniture",
 ]
 
@@ -238,16 +240,24 @@ def _word_kind(word: str) -> int:
 
 
 _token_kinds: dict[str, int] = {}  # class/id token ("site-footer", "nav_main") -> its words' kinds, or-ed
-_names_verdicts: dict[str, bool] = {}  # whole class/id strings repeat within and across pages
+_names_verdicts: dict[str, int] = {}  # whole class/id strings repeat within and across pages
+
+# A byline names the story's author and date ("By Jane Doe | May 14, 2024", "Senior Autos Reporter") or holds the
+# author's bio: not the article's text in either convention, whatever content word the name also carries
+# ("article-byline", "content__meta-byline"). Not furniture: it sits inside the article, and weighs as much.
+BYLINE = 2
+_BYLINE_PARTS = re.compile(r"byline|dateline|(?<![a-z])bio(?![a-z])")
 
 
-def says_furniture(names: str) -> bool:
-    """Whether class/id names mark furniture: some word does and no word says content ("comment-body").
-    Cached per whole string and per space-separated token: tokens repeat across sites far more than strings."""
+def names_kind(names: str) -> int:
+    """What class/id names mark: 1 furniture (some word does and no word says content, "comment-body"),
+    ``BYLINE`` a byline, else 0. Cached per whole string and per space-separated token: tokens repeat across
+    sites far more than strings."""
     verdict = _names_verdicts.get(names)
     if verdict is None:
         kinds = 0
-        for token in names.lower().split():
+        lowered = names.lower()
+        for token in lowered.split():
             kind = _token_kinds.get(token)
             if kind is None:
                 kind = 0
@@ -256,7 +266,12 @@ def says_furniture(names: str) -> bool:
                 if len(_token_kinds) < 100_000:
                     _token_kinds[token] = kind
             kinds |= kind
-        verdict = kinds == _FURNITURE
+        verdict = 1 if kinds == _FURNITURE else BYLINE if _BYLINE_PARTS.search(lowered) else 0
         if len(_names_verdicts) < 100_000:
             _names_verdicts[names] = verdict
     return verdict
+
+
+def says_furniture(names: str) -> bool:
+    """Whether class/id names mark furniture (see :func:`names_kind`)."""
+    return names_kind(names) == 1

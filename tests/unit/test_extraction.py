@@ -77,7 +77,8 @@ def test_button_labels_inside_the_product_region_are_dropped():
     text = extract(html)["text"]
     assert all(paragraph in text for paragraph in PARAGRAPHS[:3])
     assert "Add to Cart" not in text
-    assert "Add to Cart" in extract(html, params=Params(drop_buttons=False))["text"]
+    # Short furniture lines in an article go too (``furniture_line_chars``): both rules off bring the label back.
+    assert "Add to Cart" in extract(html, params=Params(drop_buttons=False, furniture_line_chars=0))["text"]
 
 
 
@@ -615,3 +616,35 @@ def test_quality_floor_on_a_fixed_dev_sample(source, lang, floor):
         body = gzip.decompress((DEV_SET / row["html"]).read_bytes())
         scores.append(score_page(extract(body)["text"], row["text"]))
     assert aggregate(scores).f1 >= floor
+
+
+def test_bylines_and_author_bios_are_not_the_article_text():
+    # A byline's class also carries a content word ("article-byline"), so it is not furniture; its lines (author,
+    # date) and the author's bio are still not the story's text. The date is still read from the byline.
+    byline = '<div class="article-byline"><p>By Jane Doe, City Reporter</p><p>May 14, 2024</p></div>'
+    bio = '<div class="author bio"><p>Jane Doe has covered the city council for the Example since 2015.</p></div>'
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="story">
+    <h1>Council approves budget</h1>{byline}{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}{bio}</div></body></html>"""
+    result = extract(html)
+    assert all(p in result["text"] for p in PARAGRAPHS)
+    assert "Jane Doe" not in result["text"] and "May 14" not in result["text"]
+    assert result["published"] == "2024-05-14"
+    text = extract(html, params=Params(drop_bylines=False))["text"]
+    assert "By Jane Doe, City Reporter" in text and "covered the city council" in text
+    # A "byline" holding most of the page is a misnamed wrapper: its text stays.
+    wrapped = html.replace('<div class="story">', '<div class="story entry-byline">')
+    assert all(p in extract(wrapped)["text"] for p in PARAGRAPHS)
+
+
+def test_short_furniture_lines_inside_an_article_region_are_dropped():
+    # A thread whose posts are no repeated set (each reply is laid out differently), with a user card between the
+    # question and the reply: its short lines are furniture inside the region. Headings in a furniture-named
+    # wrapper are kept (short by nature).
+    card = '<div class="userinfo"><p>Senior Member</p><p>Joined: Feb 2017</p><p>9,420</p></div>'
+    html = f"""<html><head><title>Sync stopped working</title></head><body><div class="thread">
+    <h1>Sync stopped working</h1><p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p>{card}<p>{PARAGRAPHS[2]}</p>
+    <div class="sidebar-section"><h3>What the council decided</h3></div><p>{PARAGRAPHS[3]}</p></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS) and "What the council decided" in text
+    assert "Senior Member" not in text and "9,420" not in text
+    assert "Senior Member" in extract(html, params=Params(furniture_line_chars=0))["text"]
