@@ -25,6 +25,7 @@ from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
 from spiders.extraction.parse import clip_bytes, parse_html
+from spiders.extraction.shop import is_product
 from spiders.extraction.title import find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]
@@ -45,6 +46,7 @@ class Prepared:
     title: str | None
     headline: int | None  # index of the block showing the title as a heading
     published: str | None  # from metadata; None when the page has none
+    product: bool = False  # the page's metadata declares a product (og:type, JSON-LD, microdata)
 
 
 def _headline_index(blocks: list[Block], title: str | None) -> int | None:
@@ -75,12 +77,16 @@ def prepare(html: str) -> Prepared:
     title = find_title(document) or None
     published = find_published(document, source=html)
     blocks, tree = linearise(document)
-    return Prepared(blocks=blocks, tree=tree, title=title, headline=_headline_index(blocks, title), published=published)
+    headline = _headline_index(blocks, title)
+    return Prepared(blocks, tree, title, headline, published, is_product(html))
 
 
 def select_and_join(prepared: Prepared, params: Params | None = None) -> str:
     """The main text of a prepared page: the selected blocks, one per line."""
-    return "\n".join(block.text for block in select_blocks(prepared.blocks, prepared.tree, params, prepared.headline))
+    return "\n".join(
+        block.text
+        for block in select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product)
+    )
 
 
 def extract(html: str | bytes, url: str | None = None, *, params: Params | None = None) -> Extracted:
@@ -93,7 +99,7 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
     if isinstance(html, bytes | bytearray):
         html, _ = decode_html(clip_bytes(bytes(html)))
     prepared = prepare(html or "")
-    selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline)
+    selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product)
     published = prepared.published
     if published is None and selected:  # no metadata: look for a dated byline around the start of the text
         first = selected[0].index

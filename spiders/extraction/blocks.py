@@ -7,9 +7,11 @@ from itertools import accumulate
 from operator import sub
 
 from spiders.extraction.dom import Block, Tree
+from spiders.extraction.lines import announces, cell_or_heading, has_cards, without_repeats
 from spiders.extraction.listing import bridged_links
 from spiders.extraction.markup import WORDS
 from spiders.extraction.posts import mostly_furniture, owner, repeated_items
+from spiders.extraction.shop import form_lines, reviews_line
 
 __all__ = ["Params", "block_value", "select_blocks"]
 
@@ -50,6 +52,8 @@ class Params:
     card_links: bool = True  # spread content: a short link between two kept lines is a line of the same card
     drop_bylines: bool = True  # lines inside a byline (class/id) are not the text of an article or a post
     furniture_line_chars: int = 40  # an article's furniture lines shorter than this go, inside its region too (0: off)
+    reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
+    form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
 
 
 def block_value(block: Block, params: Params, cards: bool = False) -> float:
@@ -200,33 +204,34 @@ def _container(blocks: list[Block], values: list[float], span: tuple[int, int], 
 
 
 def select_blocks(
-    blocks: list[Block], tree: Tree, params: Params | None = None, headline: int | None = None
+    blocks: list[Block],
+    tree: Tree,
+    params: Params | None = None,
+    headline: int | None = None,
+    product: bool = False,
 ) -> list[Block]:
     """Return the main-text blocks in document order (empty when the page has no text).
 
     ``tree`` is the page's element tree the blocks point into; ``headline`` is the index of the block holding
-    the page's confirmed title, if any."""
+    the page's confirmed title, if any; ``product`` says the page's metadata declares a product."""
     params = params or Params()
     if not blocks:
         return []
-    selected, spread, article = _select(blocks, tree, params, headline, force_spread=False)
+    selected, spread, article = _select(blocks, tree, params, headline, force_spread=False, product=product)
     cards = False
-    if params.card_chars and not article and _has_cards(blocks, params.card_chars):
+    if params.card_chars and not article and has_cards(blocks, params.card_chars):
         # No article under a headline: the page is a listing, and on a listing whose teasers are whole-card links
         # (<a> around title and summary) the summaries are its text, not navigation. Scored so, the cards make
         # the dense region (or spread content), instead of the one unlinked line between them.
         cards = True
-        selected, spread, article = _select(blocks, tree, params, headline, force_spread=False, cards=True)
+        selected, spread, article = _select(
+            blocks, tree, params, headline, force_spread=False, cards=True, product=product
+        )
     if params.min_line_words and not spread and _few_words_per_line(selected, params):
         # The "article" holds no running text: an intro line over product cards, a price and a size table, a
         # menu of services. Such a page is spread content whatever its headline says.
-        selected, _, _ = _select(blocks, tree, params, headline, force_spread=True, cards=cards)
+        selected, _, _ = _select(blocks, tree, params, headline, force_spread=True, cards=cards, product=product)
     return selected
-
-
-def _has_cards(blocks: list[Block], min_chars: int) -> bool:
-    """Whether some line of at least ``min_chars`` sits inside a link wrapping block elements (a teaser card)."""
-    return any(block.wrapped and block.chars >= min_chars and not block.heading for block in blocks)
 
 
 def _few_words_per_line(selected: list[Block], params: Params) -> bool:
@@ -243,7 +248,13 @@ def _few_words_per_line(selected: list[Block], params: Params) -> bool:
 
 
 def _select(
-    blocks: list[Block], tree: Tree, params: Params, headline: int | None, force_spread: bool, cards: bool = False
+    blocks: list[Block],
+    tree: Tree,
+    params: Params,
+    headline: int | None,
+    force_spread: bool,
+    cards: bool = False,
+    product: bool = False,
 ) -> tuple[list[Block], bool, bool]:
     """The block selection proper; also says whether the page was taken as spread content and whether as an
     article under its headline."""
@@ -286,7 +297,10 @@ def _select(
             force_spread or sum(v for v in values[span[0] : span[1]] if v > 0) < params.spread_share * positive
         ):
             spread, span, article = True, (0, len(blocks)), False
-    if params.end_ratio and not spread:
+    # A product's page ends where its buyers' reviews begin, in the region or after it in the same container;
+    # that line, not the end-of-article valley, ends it (a spec table's short lines are no comment thread).
+    stop = reviews_line(blocks, values, span, params.comments_share) if product and params.reviews_cut else len(blocks)
+    if params.end_ratio and not spread and not (product and stop < len(blocks)):
         span = _article_end(blocks, values, cost, span, params)
     if params.comments_cut and article:
         span = _before_comments(blocks, values, span, params)
@@ -311,9 +325,10 @@ def _select(
         for block, item in zip(blocks, owners, strict=True):
             if item >= 0 and not block.furniture and block.link_density <= params.link_density_max:
                 plain[item] += block.chars
+    interface = form_lines(blocks, tree, headline, params.form_share) if product and params.form_share else ()
     selected = []
     announced = False  # the last line taken ends with a colon: "Here are some of the courses offered:"
-    for i, block in enumerate(blocks):
+    for i, block in enumerate(blocks[:stop]):
         in_region = span[0] <= i < span[1]
         furniture = block.furniture and trust_furniture
         if drop_bylines and block.byline and not spread:
@@ -340,8 +355,10 @@ def _select(
             continue
         if furniture and not in_region:
             continue
-        if furniture and article and block.chars < params.furniture_line_chars and not _cell_or_heading(block):
+        if furniture and article and block.chars < params.furniture_line_chars and not cell_or_heading(block):
             continue  # user cards beside posts ("Senior Member", "9,420", "Location"), form labels, "Share"
+        if i in interface:
+            continue  # a product's variant pickers, quantity, "Add to cart", "Notify me when back in stock"
         if params.drop_buttons and furniture and block.tag == "button":
             # Shop pages put size pickers and "Add to Cart" inside the product's region. Only while the flags
             # are trusted: an unclosed <button> can swallow a page (the flags are then distrusted, above).
@@ -349,33 +366,9 @@ def _select(
         if params.drop_captions and block.tag == "figcaption" and not spread:
             continue  # a photo's caption and credit ("Paris Baguette opened 80 units ... | Photo by L. Jennings")
         selected.append(block)
-        announced = params.announced_lists and (listed or _announces(block))
+        announced = params.announced_lists and (listed or announces(block))
     if params.card_links and spread:
         selected = bridged_links(blocks, selected, inside_first, inside_end, trust_furniture)
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
-    return (_without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article
-
-
-def _cell_or_heading(block: Block) -> bool:
-    """Headings and table cells are short by nature: a furniture-named wrapper's headings are the text's."""
-    return block.heading or block.tag == "td" or block.tag == "th"
-
-
-def _announces(block: Block) -> bool:
-    """A sentence that ends with a colon announces what follows ("Here are some of the courses Google offers:");
-    a label does not ("Share this:", "Tags:", "Related posts:", "You might also like:"): five words at least."""
-    return block.text.endswith((":", "：")) and not block.heading and len(WORDS.findall(block.text)) >= 5
-
-
-def _without_repeats(selected: list[Block], min_chars: int) -> list[Block]:
-    """Drop blocks of at least ``min_chars`` repeating an earlier one: print copies, quotes of quoted posts."""
-    seen: set[str] = set()
-    kept = []
-    for block in selected:
-        if block.chars >= min_chars:
-            if block.text in seen:
-                continue
-            seen.add(block.text)
-        kept.append(block)
-    return kept
+    return (without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article

@@ -82,6 +82,62 @@ def test_button_labels_inside_the_product_region_are_dropped():
 
 
 
+PRODUCT_HEAD = """<html><head><title>Wool Runner | Example Shop</title>
+<meta property="og:type" content="product"></head>"""
+REVIEWS = "".join(
+    f'<div class="r"><div>Customer {i}</div><div>Rated 5 out of 5</div><p>Great shoes, size {i} fits well and they '
+    f"feel soft on long walks in the city every day.</p><div>Was this helpful?</div></div>"
+    for i in range(4)
+)
+
+
+def test_a_product_page_ends_where_its_reviews_begin():
+    # A product's page (og:type product) says so: its buyers' reviews, announced by a short line, are not its
+    # text, in the region or after it in the same container. Without that metadata (a blog post reviewing the
+    # product) the reviews line means nothing.
+    body = f"""<body><div class="page"><h1>Wool Runner</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}
+    <h2>Customer Reviews</h2>{REVIEWS}</div></body></html>"""
+    text = extract(PRODUCT_HEAD + body)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "Great shoes" not in text and "Customer Reviews" not in text
+    assert "Great shoes" in extract(PRODUCT_HEAD + body, params=Params(reviews_cut=False))["text"]
+    article_head = PRODUCT_HEAD.replace('content="product"', 'content="article"')
+    assert not prepare(article_head + body).product
+    assert prepare(PRODUCT_HEAD + body).product
+    json_ld = '<script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product"}</script>'
+    assert prepare(f"<html><head>{json_ld}</head>{body}").product
+
+
+def test_a_product_pages_spec_table_is_kept_up_to_its_reviews():
+    # A short description, then a spec table of short lines, then reviews: the end-of-article valley takes the
+    # table for a comment thread and ends the product at its description; on a product's page with a reviews
+    # line, that line ends the text instead.
+    specs = "".join(
+        f"<tr><th>{name}</th><td>{value}</td></tr>"
+        for name, value in [("Weight", "1 lb"), ("Capacity", "25 l"), ("Frame", "HDPE"), ("Hipbelt", "Yes")] * 3
+    )
+    body = f"""<body><div class="page"><h1>Wool Runner</h1><p>{PARAGRAPHS[0]}</p><h2>Specs</h2>
+    <table>{specs}</table><h2>Customer Reviews</h2>{REVIEWS}</div></body></html>"""
+    text = extract(PRODUCT_HEAD + body)["text"]
+    assert "Hipbelt" in text and "Great shoes" not in text
+    assert "Hipbelt" not in extract(PRODUCT_HEAD + body, params=Params(reviews_cut=False))["text"]
+
+
+def test_a_product_pages_forms_are_its_interface():
+    # Size and colour pickers, quantity, "Notify me when back in stock" sit in <form>s between the product's name
+    # and its description; a form round the whole page (ASP.NET) or holding the headline is not interface.
+    form = """<form action="/cart"><div>Color:</div><div>Royal Black</div><label>Quantity</label>
+    <div>Notify me when back in stock</div><div>Free shipping on orders over $75</div></form>"""
+    body = f"""<body><div class="product"><h1>Wool Runner</h1><p>{PARAGRAPHS[0]}</p>{form}
+    {"".join(f"<p>{p}</p>" for p in PARAGRAPHS[1:])}</div></body></html>"""
+    text = extract(PRODUCT_HEAD + body)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "Notify me" not in text and "Royal Black" not in text
+    assert "Notify me" in extract(PRODUCT_HEAD + body, params=Params(form_share=0))["text"]
+    wrapped = body.replace("<body>", '<body><form action="/page.aspx">').replace("</body>", "</form></body>")
+    assert all(paragraph in extract(PRODUCT_HEAD + wrapped)["text"] for paragraph in PARAGRAPHS)
+
+
 def test_closed_dialogs_and_modals_are_not_shown():
     # A shop's refund and privacy policies wait in modals (aria-modal) at the end of the page, opened by a footer
     # link: long text, which a region reaching the footer would take. A <dialog> without "open" is not rendered.

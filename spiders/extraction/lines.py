@@ -1,0 +1,37 @@
+"""Tests on single lines and on a selection of lines, shared by the block selection's rules."""
+
+from __future__ import annotations
+
+from spiders.extraction.dom import Block
+from spiders.extraction.markup import WORDS
+
+__all__ = ["announces", "cell_or_heading", "has_cards", "without_repeats"]
+
+
+def has_cards(blocks: list[Block], min_chars: int) -> bool:
+    """Whether some line of at least ``min_chars`` sits inside a link wrapping block elements (a teaser card)."""
+    return any(block.wrapped and block.chars >= min_chars and not block.heading for block in blocks)
+
+
+def cell_or_heading(block: Block) -> bool:
+    """Headings and table cells are short by nature: a furniture-named wrapper's headings are the text's."""
+    return block.heading or block.tag == "td" or block.tag == "th"
+
+
+def announces(block: Block) -> bool:
+    """A sentence that ends with a colon announces what follows ("Here are some of the courses Google offers:");
+    a label does not ("Share this:", "Tags:", "Related posts:", "You might also like:"): five words at least."""
+    return block.text.endswith((":", "：")) and not block.heading and len(WORDS.findall(block.text)) >= 5
+
+
+def without_repeats(selected: list[Block], min_chars: int) -> list[Block]:
+    """Drop blocks of at least ``min_chars`` repeating an earlier one: print copies, quotes of quoted posts."""
+    seen: set[str] = set()
+    kept = []
+    for block in selected:
+        if block.chars >= min_chars:
+            if block.text in seen:
+                continue
+            seen.add(block.text)
+        kept.append(block)
+    return kept

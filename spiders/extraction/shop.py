@@ -1,0 +1,82 @@
+"""Shop pages: whether a page is one product's page, read off its metadata (not its site or its class names)."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+
+from spiders.extraction.dom import Block, Tree
+
+__all__ = ["REVIEW_WORDS", "form_lines", "is_product", "reviews_line"]
+
+# The page declares itself a product: Open Graph ``og:type`` "product", JSON-LD ``"@type": "Product"`` or
+# microdata ``itemtype=".../Product"``. Substring tests first (a regex scan of a whole page costs milliseconds).
+_OG_TYPE = re.compile(
+    r"""og:type["']\s+content\s*=\s*["']([\w.]*)|content\s*=\s*["']([\w.]*)["']\s+property\s*=\s*["']og:type"""
+)
+_JSON_LD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"Product"')
+
+# "Reviews", "Customer reviews (12)", "Avis clients", "Bewertungen", "Opiniones": on a product's page a short line
+# holding one of these announces the buyers' reviews, the shop's comments.
+REVIEW_WORDS = ("review", "avis", "bewertung", "opinion", "recensi", "rezension", "отзыв", "评价")
+
+
+def is_product(html: str) -> bool:
+    """Whether the page's metadata says it is a product's page: Open Graph type "product" (not "product.group", a
+    category), or a JSON-LD / microdata Product on a page whose Open Graph type is not "article" (a review of the
+    product, or a blog post marked up for rich results)."""
+    kind, at = "", html.find("og:type")
+    if at >= 0:
+        og_type = _OG_TYPE.search(html, max(0, at - 80), at + 80)
+        kind = (og_type.group(1) or og_type.group(2) or "").lower() if og_type is not None else ""
+    if kind in ("product", "product.item"):
+        return True
+    if kind in ("article", "product.group"):
+        return False
+    if 'schema.org/Product"' in html or "schema.org/Product'" in html:  # microdata's itemtype
+        return True
+    return '"Product"' in html and _JSON_LD_PRODUCT.search(html) is not None
+
+
+def reviews_line(blocks: list[Block], values: list[float], span: tuple[int, int], share: float) -> int:
+    """Index of the short line announcing a product's reviews ("Customer Reviews", "4,567 reviews") after
+    ``share`` of the region's value, looked for up to the page's end (reviews often follow the region, in the
+    same container); ``len(blocks)`` when there is none. A list item is a tab or a menu entry, not a heading."""
+    start, end = span
+    total = sum(v for v in values[start:end] if v > 0)
+    before = 0.0
+    for i in range(start, len(blocks)):
+        block = blocks[i]
+        if i > start and before >= share * total and block.chars <= 40 and block.tag != "li":
+            lowered = block.text.lower()
+            if any(word in lowered for word in REVIEW_WORDS):
+                return i
+        if values[i] > 0:
+            before += values[i]
+    return len(blocks)
+
+
+def form_lines(blocks: list[Block], tree: Tree, headline: int | None, max_share: float) -> set[int]:
+    """Indices of the blocks inside a ``<form>`` of a product's page: the shop's interface (variant pickers,
+    quantity, "Add to cart", "Notify me" sign-ups). Not a form that holds the headline or more than ``max_share``
+    of the page's text: a wrapper round the whole page (ASP.NET) or round the product's whole presentation."""
+    ids = tree.tag_ids
+    form_ids = {tag_id for tag_id in set(ids) if tree.tag(ids.index(tag_id)) == "form"}  # a few dozen tag names
+    starts, ends = [], []  # outermost forms, as element ranges (disjoint, in document order)
+    for i in [i for i, tag_id in enumerate(ids) if tag_id in form_ids] if form_ids else ():
+        if not ends or i >= ends[-1]:  # a form inside a form is the outer form's business
+            starts.append(i)
+            ends.append(tree.end[i])
+    if not starts:
+        return set()
+    held: list[list[int]] = [[] for _ in starts]
+    for block in blocks:
+        k = bisect_right(starts, block.element) - 1
+        if k >= 0 and block.element < ends[k]:
+            held[k].append(block.index)
+    total = sum(block.chars for block in blocks)
+    inside: set[int] = set()
+    for members in held:
+        if headline not in members and sum(blocks[b].chars for b in members) <= max_share * total:
+            inside.update(members)
+    return inside
