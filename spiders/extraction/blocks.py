@@ -10,6 +10,7 @@ from spiders.extraction.dom import Block, Tree
 from spiders.extraction.lines import announces, cell_or_heading, has_cards, without_repeats
 from spiders.extraction.listing import bridged_links
 from spiders.extraction.markup import WORDS
+from spiders.extraction.placeholders import without_placeholders
 from spiders.extraction.posts import mostly_furniture, owner, repeated_items
 from spiders.extraction.shop import form_lines, reviews_line
 
@@ -54,6 +55,7 @@ class Params:
     furniture_line_chars: int = 40  # an article's furniture lines shorter than this go, inside its region too (0: off)
     reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
     form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
+    placeholder_words: int = 2  # lines of at most this many words ending with "..." twice on the page go (0: off)
 
 
 def block_value(block: Block, params: Params, cards: bool = False) -> float:
@@ -369,6 +371,8 @@ def _select(
         announced = params.announced_lists and (listed or announces(block))
     if params.card_links and spread:
         selected = bridged_links(blocks, selected, inside_first, inside_end, trust_furniture)
+    if params.placeholder_words:
+        selected = without_placeholders(blocks, selected, params.placeholder_words)
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
     return (without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article

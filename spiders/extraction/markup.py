@@ -246,7 +246,10 @@ _names_verdicts: dict[str, int] = {}  # whole class/id strings repeat within and
 # author's bio: not the article's text in either convention, whatever content word the name also carries
 # ("article-byline", "content__meta-byline"). Not furniture: it sits inside the article, and weighs as much.
 BYLINE = 2
-_BYLINE_PARTS = re.compile(r"byline|dateline|(?<![a-z])bio(?![a-z])")
+# Sign-up and call-to-action boxes inside a story ("newsletter-box", "cta-box"; "newsletter-signup" is furniture
+# already) go the same way: the references leave them out, and a builder's wrapper holding the whole story under
+# such a name is caught by the half-the-page test in the selection.
+_BYLINE_PARTS = re.compile(r"byline|dateline|(?<![a-z])bio(?![a-z])|newsletter|subscribe|(?<![a-z])cta(?![a-z])")
 
 
 def names_kind(names: str) -> int:

@@ -704,3 +704,31 @@ def test_short_furniture_lines_inside_an_article_region_are_dropped():
     assert all(p in text for p in PARAGRAPHS) and "What the council decided" in text
     assert "Senior Member" not in text and "9,420" not in text
     assert "Senior Member" in extract(html, params=Params(furniture_line_chars=0))["text"]
+
+
+def test_sign_up_and_call_to_action_boxes_are_not_the_article_text():
+    # A newsletter form and a call-to-action box inside the story's region ("newsletter-box", "cta-box"): not
+    # furniture by name, but not the story's text either (the byline verdict of the class-name judge).
+    signup = '<div class="newsletter-box"><p>Join 800,000 readers who get our weekly health digest.</p></div>'
+    cta = '<div class="cta-box"><p>Ready to plan your renovation? Talk to one of our advisers today.</p></div>'
+    first, second = ("".join(f"<p>{p}</p>" for p in half) for half in (PARAGRAPHS[:2], PARAGRAPHS[2:]))
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="story">
+    <h1>Council approves budget</h1>{first}{signup}{second}{cta}</div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS)
+    assert "800,000 readers" not in text and "Talk to one of our advisers" not in text
+    text = extract(html, params=Params(drop_bylines=False))["text"]
+    assert "800,000 readers" in text and "Talk to one of our advisers" in text
+
+
+def test_repeated_loading_placeholders_are_dropped():
+    # Slots a script fills on load ("Loading paragraph...") stand several times on the page; a sentence cut short
+    # with an ellipsis stands once and stays.
+    slots = "<p>Loading paragraph...</p><p>Loading image…</p>"
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="story">
+    <h1>Council approves budget</h1><p>{PARAGRAPHS[0]}</p>{slots}<p>{PARAGRAPHS[1]}</p>{slots}
+    <p>{PARAGRAPHS[2]}</p><p>So frustrating…</p><p>{PARAGRAPHS[3]}</p></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS[:4])
+    assert "Loading" not in text and "So frustrating…" in text
+    assert extract(html, params=Params(placeholder_words=0))["text"].count("Loading paragraph...") == 2
