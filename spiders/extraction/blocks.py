@@ -56,13 +56,16 @@ class Params:
     reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
     form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
     placeholder_words: int = 2  # lines of at most this many words ending with "..." twice on the page go (0: off)
+    peak_line_cap: float = 1500.0  # a block counts at most this much in the peak density behind the cost (0: off)
+    panels: bool = True  # closed FAQ answers, inactive tabs are text where the selection takes them (never steer it)
 
 
 def block_value(block: Block, params: Params, cards: bool = False) -> float:
     """How much a block looks like running text: its length less link text (squared density, and a penalty per
     link character so that link lists count against a region), less if it sits in furniture. With ``cards``, a
-    line of at least ``card_chars`` inside a link that wraps whole blocks (a teaser card) counts as plain text."""
-    if block.heading:
+    line of at least ``card_chars`` inside a link that wraps whole blocks (a teaser card) counts as plain text.
+    Headings and lines of hidden disclosure panels are worth nothing: they follow the region, never make it."""
+    if block.heading or block.panel:
         return 0.0
     if cards and block.wrapped and block.chars >= params.card_chars:
         value = float(block.chars)
@@ -75,9 +78,11 @@ def block_value(block: Block, params: Params, cards: bool = False) -> float:
 
 def _cost(values: list[float], params: Params) -> float:
     """Per-block threshold of the line-block scan: a share of the peak density of 2k+1 consecutive blocks
-    (windows are cut at the page's ends; the sum is still divided by 2k+1)."""
-    n, k = len(values), params.window
-    prefix = [0.0, *accumulate(values)]
+    (windows are cut at the page's ends; the sum is still divided by 2k+1), each block counted up to
+    ``peak_line_cap``."""
+    n, k, cap = len(values), params.window, params.peak_line_cap
+    # One huge line (a 2,400-character code listing) would set the bar above every paragraph around it.
+    prefix = [0.0, *accumulate(min(v, cap) for v in values)] if cap else [0.0, *accumulate(values)]
     window_ends = prefix[k + 1 : n + 1]  # block i's window is prefix[max(0, i - k) : min(n, i + k + 1)]
     window_ends += [prefix[n]] * (n - len(window_ends))
     window_starts = [0.0] * min(k, n) + prefix[: max(0, n - k)]
@@ -333,6 +338,8 @@ def _select(
     for i, block in enumerate(blocks[:stop]):
         in_region = span[0] <= i < span[1]
         furniture = block.furniture and trust_furniture
+        if block.panel and not params.panels:
+            continue  # a hidden disclosure panel (closed accordion, inactive tab), with the rule off
         if drop_bylines and block.byline and not spread:
             continue  # "By Jane Doe | May 14, 2024", "Senior Autos Reporter", the author's bio
         if posts and owners[i] >= 0:

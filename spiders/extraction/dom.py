@@ -80,6 +80,7 @@ class Block:
         "index",
         "link_chars",
         "link_density",
+        "panel",
         "tag",
         "text",
         "wrapped",
@@ -107,6 +108,7 @@ class Block:
         self.index = index
         self.wrapped = wrapped  # its block element sits inside an <a>: a line of a whole-card link
         self.byline = False  # inside an element whose class/id says byline (author, date, author's bio)
+        self.panel = False  # inside a hidden disclosure panel (a closed accordion's answer, an inactive tab)
 
     def __repr__(self) -> str:
         return f"Block({self.index}, {self.tag}, {self.chars}, {self.text[:30]!r})"
@@ -171,7 +173,8 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
     tree = Tree()
     blocks: list[Block] = []
     root = document.root
-    if root is None or not prune(document):
+    panels: list[LexborNode] = []
+    if root is None or not prune(document, panels):
         return blocks, tree
     nodes, tag_ids, parents, ends = tree.nodes, tree.tag_ids, tree.parent, tree.end
     tag_kinds, tag_names = _tag_kinds, _tag_names
@@ -291,4 +294,18 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
             break
     if visible and block_stack:
         flush()
+    if panels:
+        _mark_panels(blocks, tree, panels)
     return blocks, tree
+
+
+def _mark_panels(blocks: list[Block], tree: Tree, panels: list[LexborNode]) -> None:
+    """Flag the blocks inside hidden disclosure panels (pages that have some only: one pass over the elements)."""
+    numbers = {node.mem_id: index for index, node in enumerate(tree.nodes)}
+    inside = [False] * (len(tree) + 1)
+    for panel in panels:
+        first = numbers.get(panel.mem_id)
+        if first is not None:
+            inside[first : tree.end[first]] = [True] * (tree.end[first] - first)
+    for block in blocks:
+        block.panel = inside[block.element]

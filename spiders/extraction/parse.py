@@ -107,6 +107,15 @@ _PRUNE_SELECTOR = (
     '[hidden], [style*="none" i], [style*="hidden" i], a[name]:not([href]), dialog:not([open]), [aria-modal="true" i]'
 )
 _ANCHOR_ATTRIBUTES = frozenset(("name", "id"))
+# A closed accordion's answer (FAQ) or an inactive tab: hidden until a click, but text the page means to be read.
+_PANEL = re.compile(r"tab-?pane|tab-?panel|accordion|faq|answer|collaps")
+
+
+def _panel(attributes: dict[str, str | None]) -> bool:
+    """Whether a hidden element is a disclosure panel (role="tabpanel", or so named by its class/id)."""
+    if (attributes.get("role") or "").lower() == "tabpanel":
+        return True
+    return _PANEL.search(f"{attributes.get('class') or ''} {attributes.get('id') or ''}".lower()) is not None
 
 
 # React's streaming server rendering sends late parts of a page as <div hidden id="S:n"> at the end of the body
@@ -121,22 +130,23 @@ def _reveal(document: LexborHTMLParser, segment: LexborNode, number: str) -> Non
         placeholder.insert_before(segment, move=True)
 
 
-def prune(document: LexborHTMLParser) -> bool:
+def prune(document: LexborHTMLParser, panels: list[LexborNode] | None = None) -> bool:
     """Remove hidden subtrees (the text after a hidden element is a sibling node: it stays visible) and unwrap
     named anchors (``<a name=top>`` and nothing else): a placeholder, not a link, which left open wraps whole
     pages (an HTML5 parser carries it on, as a browser does). Anchors without ``href`` but with a class or an
-    onclick are script links and stay links. False when the whole page is hidden."""
+    onclick are script links and stay links. With ``panels``, hidden disclosure panels (closed accordions, inactive
+    tabs) stay in the page and are listed there instead. False when the whole page is hidden."""
     hidden, anchors = [], []
     for element in document.css(_PRUNE_SELECTOR):
         attributes = element.attributes
         if "hidden" in attributes:
             segment = _STREAMED_SEGMENT.fullmatch(attributes.get("id") or "")
             if segment is None:
-                hidden.append(element)
+                (panels if panels is not None and _panel(attributes) else hidden).append(element)
             else:
                 _reveal(document, element, segment.group(1))
         elif _HIDDEN_STYLE.search(attributes.get("style") or ""):
-            hidden.append(element)
+            (panels if panels is not None and _panel(attributes) else hidden).append(element)
         elif (element.tag == "dialog" and "open" not in attributes) or (
             (attributes.get("aria-modal") or "").lower() == "true"
         ):

@@ -732,3 +732,48 @@ def test_repeated_loading_placeholders_are_dropped():
     assert all(p in text for p in PARAGRAPHS[:4])
     assert "Loading" not in text and "So frustrating…" in text
     assert extract(html, params=Params(placeholder_words=0))["text"].count("Loading paragraph...") == 2
+def test_closed_faq_answers_and_inactive_tabs_are_text_where_the_selection_takes_them():
+    # A FAQ under the text, its answers closed (display:none until a click), and a tab set whose inactive tab is
+    # hidden: the references keep both. Other hidden elements stay hidden.
+    faq = "".join(
+        f'<div class="faq-item"><h3>Question {i}?</h3><div class="faq__answer" style="display: none;"><p>{p}</p>'
+        "</div></div>"
+        for i, p in enumerate(COMMENTS[:3])
+    )
+    tabs = (
+        f'<div class="tabs"><section role="tabpanel"><p>{PARAGRAPHS[2]}</p></section>'
+        f'<section role="tabpanel" hidden><p>{PARAGRAPHS[3]}</p></section></div>'
+    )
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="story">
+    <h1>Council approves budget</h1><p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p>{tabs}
+    <h2>Frequently asked questions</h2>{faq}<div style="display:none"><p>Never shown: a script's template.</p></div>
+    </div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS) and all(c in text for c in COMMENTS[:3])
+    assert "Never shown" not in text
+    off = extract(html, params=Params(panels=False))["text"]
+    assert PARAGRAPHS[3] not in off and COMMENTS[0] not in off
+
+
+def test_hidden_panels_do_not_steer_the_region():
+    # A long hidden tab in a sidebar is worth nothing to the scan: it cannot pull the region away from the story.
+    panel = "".join(f"<p>{c}</p>" for c in COMMENTS * 3)
+    html = f"""<html><head><title>Council approves budget</title></head><body>
+    <div class="sidebar"><div class="tab-pane" hidden>{panel}</div></div>
+    <div class="story"><h1>Council approves budget</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div>
+    </body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS) and COMMENTS[0] not in text
+
+
+def test_one_huge_line_does_not_raise_the_bar_above_the_paragraphs():
+    # A tutorial whose terminal transcript is one 3,000-character <pre>: counted in full, the peak density behind
+    # the per-line cost is so high that no paragraph around it clears the bar, and the text is the listing alone.
+    listing = "<pre>" + " ".join(f"INFO step {i} finished in {i % 7} ms" for i in range(110)) + "</pre>"
+    html = f"""<html><head><title>Run the tutorial</title></head><body><div class="doc">
+    <h1>Run the tutorial</h1><p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p><h2>Start</h2>{listing}
+    <p>{PARAGRAPHS[2]}</p><h2>Install</h2><p>{PARAGRAPHS[3]}</p><p>{COMMENTS[0]}</p></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS) and COMMENTS[0] in text and "INFO step 109" in text
+    off = extract(html, params=Params(peak_line_cap=0))["text"]
+    assert PARAGRAPHS[0] not in off or PARAGRAPHS[3] not in off
