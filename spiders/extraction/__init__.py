@@ -24,8 +24,8 @@ from spiders.encoding import decode_html
 from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
+from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counter, page_kind
 from spiders.extraction.parse import clip_bytes, parse_html
-from spiders.extraction.shop import is_product
 from spiders.extraction.title import find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]
@@ -47,6 +47,7 @@ class Prepared:
     headline: int | None  # index of the block showing the title as a heading
     published: str | None  # from metadata; None when the page has none
     product: bool = False  # the page's metadata declares a product (og:type, JSON-LD, microdata)
+    discussion: bool = False  # ... or a forum thread or Q&A page (schema.org DiscussionForumPosting, QAPage)
 
 
 def _headline_index(blocks: list[Block], title: str | None) -> int | None:
@@ -76,17 +77,27 @@ def prepare(html: str) -> Prepared:
         return Prepared(blocks=[], tree=Tree(), title=None, headline=None, published=None)
     title = find_title(document) or None
     published = find_published(document, source=html)
+    kind = page_kind(html)
     blocks, tree = linearise(document)
     headline = _headline_index(blocks, title)
-    return Prepared(blocks, tree, title, headline, published, is_product(html))
+    return Prepared(blocks, tree, title, headline, published, kind == PRODUCT, kind == DISCUSSION)
+
+
+def _selected(prepared: Prepared, params: Params | None) -> list[Block]:
+    """The blocks of the main text; a discussion's counters ("12", "#3") and repeated badges left out."""
+    params = params or Params()
+    selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product)
+    limit = params.counter_chars
+    if prepared.discussion and limit:
+        selected = [block for block in selected if not is_counter(block, limit)]
+    if prepared.discussion and params.badge_repeats:
+        selected = drop_badges(selected, params.badge_chars, params.badge_repeats)
+    return selected
 
 
 def select_and_join(prepared: Prepared, params: Params | None = None) -> str:
     """The main text of a prepared page: the selected blocks, one per line."""
-    return "\n".join(
-        block.text
-        for block in select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product)
-    )
+    return "\n".join(block.text for block in _selected(prepared, params))
 
 
 def extract(html: str | bytes, url: str | None = None, *, params: Params | None = None) -> Extracted:
@@ -99,7 +110,7 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
     if isinstance(html, bytes | bytearray):
         html, _ = decode_html(clip_bytes(bytes(html)))
     prepared = prepare(html or "")
-    selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product)
+    selected = _selected(prepared, params)
     published = prepared.published
     if published is None and selected:  # no metadata: look for a dated byline around the start of the text
         first = selected[0].index

@@ -57,6 +57,9 @@ class Params:
     form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
     placeholder_words: int = 2  # lines of at most this many words ending with "..." twice on the page go (0: off)
     peak_line_cap: float = 1500.0  # a block counts at most this much in the peak density behind the cost (0: off)
+    badge_chars: int = 30  # a discussion's short lines (user titles, "Quote") standing in ≥ badge_repeats posts go
+    badge_repeats: int = 3  # ... (0: off)
+    counter_chars: int = 8  # a discussion's (by metadata) lines this short without letters go: votes, "#12" (0: off)
     panels: bool = True  # closed FAQ answers, inactive tabs are text where the selection takes them (never steer it)
 
 

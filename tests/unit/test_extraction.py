@@ -777,3 +777,31 @@ def test_one_huge_line_does_not_raise_the_bar_above_the_paragraphs():
     assert all(p in text for p in PARAGRAPHS) and COMMENTS[0] in text and "INFO step 109" in text
     off = extract(html, params=Params(peak_line_cap=0))["text"]
     assert PARAGRAPHS[0] not in off or PARAGRAPHS[3] not in off
+
+
+def test_a_discussion_drops_its_vote_counters_and_repeated_member_titles():
+    # A forum thread or Q&A page says so in its metadata (schema.org DiscussionForumPosting, QAPage): there, a line
+    # with no letter ("12", "#3": a vote score, a post number) and a short line under several posts (a member's
+    # title, "Regular Contributor"; "10 posts", its count read as any count) are not the text. Without that
+    # metadata (a news story's numbered list) they stay.
+    def post(i: int, text: str) -> str:
+        return (
+            f'<div class="post"><div class="meta"><div>user{i}</div><div class="rank">Regular Contributor</div>'
+            f'<div class="votes">{i + 10}</div><div class="num">#{i + 1}</div><div>{i * 7 + 3} posts</div></div>'
+            f'<div class="body"><p>{text}</p>'
+            f"</div></div>"
+        )
+
+    posts = "".join(post(i, text) for i, text in enumerate([PARAGRAPHS[0], *REPLIES]))
+    body = f"""<body><nav><ul>{NAV}</ul></nav><h1>Sync stopped working</h1><div class="thread">{posts}</div></body>"""
+    json_ld = '<script type="application/ld+json">{"@type": "DiscussionForumPosting"}</script>'
+    head = f"<html><head><title>Sync stopped working | Example Forums</title>{json_ld}</head>"
+    text = extract(head + body)["text"]
+    assert all(reply in text for reply in [PARAGRAPHS[0], *REPLIES])
+    lines = text.split("\n")
+    assert "Regular Contributor" not in lines and "11" not in lines and "#2" not in lines and "10 posts" not in lines
+    assert prepare(head.replace("DiscussionForumPosting", "QAPage") + body).discussion
+    plain = extract(head.replace(json_ld, "") + body)["text"].split("\n")
+    assert "Regular Contributor" in plain and "11" in plain and "10 posts" in plain
+    off = extract(head + body, params=Params(counter_chars=0, badge_repeats=0))["text"].split("\n")
+    assert "Regular Contributor" in off and "11" in off
