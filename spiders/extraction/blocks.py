@@ -7,6 +7,7 @@ from itertools import accumulate
 from operator import sub
 
 from spiders.extraction.dom import Block, Tree
+from spiders.extraction.landing import freed_hero
 from spiders.extraction.lines import announces, cell_or_heading, has_cards, without_repeats
 from spiders.extraction.listing import bridged_links
 from spiders.extraction.markup import WORDS
@@ -61,6 +62,7 @@ class Params:
     badge_repeats: int = 3  # ... (0: off)
     counter_chars: int = 8  # a discussion's (by metadata) lines this short without letters go: votes, "#12" (0: off)
     panels: bool = True  # closed FAQ answers, inactive tabs are text where the selection takes them (never steer it)
+    hero: bool = True  # the furniture-named element (a hero "banner") holding the headline is not furniture
 
 
 def block_value(block: Block, params: Params, cards: bool = False) -> float:
@@ -227,6 +229,8 @@ def select_blocks(
     params = params or Params()
     if not blocks:
         return []
+    if params.hero:
+        blocks = freed_hero(blocks, tree, headline, params.furniture_max_share)
     selected, spread, article = _select(blocks, tree, params, headline, force_spread=False, product=product)
     cards = False
     if params.card_chars and not article and has_cards(blocks, params.card_chars):

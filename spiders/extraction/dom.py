@@ -141,6 +141,15 @@ def _learn_tag(node: LexborNode, tag_id: int) -> int:
     return kind
 
 
+def _disclosure(node: LexborNode) -> bool:
+    """A ``<button>`` that opens a disclosure panel (an accordion's question, a tab's label: ``aria-expanded``
+    or ``aria-controls``) is the panel's heading, not interface."""
+    if node.tag != "button":
+        return False
+    attributes = node.attributes
+    return "aria-expanded" in attributes or "aria-controls" in attributes
+
+
 def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list[int | None]) -> int:
     """Fill in the furniture verdicts of the open blocks not judged yet (innermost last); return the innermost's:
     1 furniture, ``BYLINE`` inside a byline (furniture nested in it still counts as furniture), 0 neither.
@@ -248,7 +257,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                         pieces.clear()
                         link_chars = 0
                     around = furniture_stack[-1] if furniture_stack else 0
-                    if kind == _BOILERPLATE or around == 1:
+                    if around == 1 or (kind == _BOILERPLATE and not _disclosure(node)):
                         furniture_stack.append(1)
                     elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
                         furniture_stack.append(around)

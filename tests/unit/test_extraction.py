@@ -805,3 +805,36 @@ def test_a_discussion_drops_its_vote_counters_and_repeated_member_titles():
     assert "Regular Contributor" in plain and "11" in plain and "10 posts" in plain
     off = extract(head + body, params=Params(counter_chars=0, badge_repeats=0))["text"].split("\n")
     assert "Regular Contributor" in off and "11" in off
+def test_a_hero_banner_holding_the_headline_is_the_page_s_opening():
+    # A service page opens with a "hero banner" holding its <h1> and intro paragraphs; "banner" is a furniture word
+    # (cookie and promotion banners), so the opening was dropped. The banner's own parts ("page-hero-banner__copy")
+    # share its word; another furniture word inside it ("social-share") is still furniture.
+    intro = "We help companies turn their data into an asset, from strategy to the engineering behind it."
+    hero = f"""<section class="page-hero-banner"><div class="page-hero-banner__copy"><h1>Data Services</h1>
+    <p>{intro}</p></div><div class="social-share"><p>Share this page on your favourite network</p></div></section>"""
+    html = f"""<html><head><title>Data Services</title></head><body><nav><a href="/">Home</a></nav>{hero}
+    <div class="main">{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div></body></html>"""
+    text = extract(html)["text"]
+    assert text.startswith("Data Services") and intro in text and all(p in text for p in PARAGRAPHS)
+    assert "Share this page" not in text
+    assert intro not in extract(html, params=Params(hero=False))["text"]
+    # A banner that does not hold the headline is still furniture.
+    promo = f'<div class="promo-banner"><p>{intro}</p></div>'
+    other = html.replace(hero, f"<h1>Data Services</h1>{promo}")
+    assert intro not in extract(other)["text"]
+
+
+def test_an_accordion_s_buttons_are_its_questions_not_interface():
+    # Accordions and tabs label their panels with <button aria-expanded> / <button aria-controls>: the question
+    # of a FAQ, the name of a benefit. The references keep them; a plain <button> ("Add to Cart") is interface.
+    items = "".join(
+        f'<div class="item"><button aria-expanded="true" aria-controls="p{i}">Question number {i} about the plan'
+        f'</button><div id="p{i}"><p>{p}</p></div></div>'
+        for i, p in enumerate(PARAGRAPHS)
+    )
+    html = f"""<html><head><title>Our plan</title></head><body><nav><a href="/">Home</a></nav><div class="main">
+    <h1>Our plan</h1><p>{PARAGRAPHS[0]}</p>{items}<button>Subscribe to the plan now</button>
+    <p>{PARAGRAPHS[1]}</p></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(f"Question number {i} about the plan" in text for i in range(len(PARAGRAPHS)))
+    assert all(p in text for p in PARAGRAPHS) and "Subscribe to the plan now" not in text
