@@ -18,6 +18,7 @@ from spiders.extraction.markup import (
     BLOCK_TAGS,
     BOILERPLATE_TAGS,
     BYLINE,
+    FURNITURE,
     HEADING_TAGS,
     INLINE_TAGS,
     PAGE_TAGS,
@@ -152,14 +153,14 @@ def _disclosure(node: LexborNode) -> bool:
 
 def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list[int | None]) -> int:
     """Fill in the furniture verdicts of the open blocks not judged yet (innermost last); return the innermost's:
-    1 furniture, ``BYLINE`` inside a byline (furniture nested in it still counts as furniture), 0 neither.
+    ``FURNITURE``, ``BYLINE`` inside a byline (furniture nested in it still counts as furniture), 0 neither.
     The root is always judged (a page element), so the search for the last judged block ends."""
     first = len(furniture_stack) - 1
     while furniture_stack[first] is None:
         first -= 1
     around = furniture_stack[first]
     for position in range(first + 1, len(furniture_stack)):
-        if around != 1:
+        if around != FURNITURE:
             attributes = tree.nodes[block_stack[position]].attributes
             names = attributes.get("class")
             identifier = attributes.get("id")
@@ -167,7 +168,7 @@ def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list
                 names = f"{names} {identifier}" if names else identifier
             if names:
                 kind = names_kind(names)
-                around = kind if kind == 1 or around != BYLINE else BYLINE
+                around = kind if kind == FURNITURE or around != BYLINE else BYLINE
         furniture_stack[position] = around
     return around
 
@@ -193,7 +194,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
     block_stack: list[int] = []  # the innermost open block-level element is the text's home
     # Per open block: whether it or a block around it is furniture; None until a line inside it needs to know
     # (class/id names are read and judged only for blocks that hold text, and not at all inside furniture).
-    furniture_stack: list[int | None] = []  # 1 furniture, BYLINE in a byline, 0 neither
+    furniture_stack: list[int | None] = []  # FURNITURE, BYLINE in a byline, 0 neither
     links = 0  # open <a> elements
     wrapped_stack: list[bool] = []  # per open block: whether it was opened inside an <a> (a whole-card link)
 
@@ -207,7 +208,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
             furniture = _judge_open_blocks(tree, block_stack, furniture_stack)
         tag = tag_names.get(tag_ids[home]) or nodes[home].tag
         wrapped = wrapped_stack[-1]
-        block = Block(text, chars, min(link_chars, chars), home, tag, furniture == 1, len(blocks), wrapped)
+        block = Block(text, chars, min(link_chars, chars), home, tag, furniture == FURNITURE, len(blocks), wrapped)
         block.byline = furniture == BYLINE
         blocks.append(block)
         pieces.clear()
@@ -257,8 +258,8 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                         pieces.clear()
                         link_chars = 0
                     around = furniture_stack[-1] if furniture_stack else 0
-                    if around == 1 or (kind == _BOILERPLATE and not _disclosure(node)):
-                        furniture_stack.append(1)
+                    if around == FURNITURE or (kind == _BOILERPLATE and not _disclosure(node)):
+                        furniture_stack.append(FURNITURE)
                     elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
                         furniture_stack.append(around)
                     else:

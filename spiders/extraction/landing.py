@@ -5,7 +5,7 @@ from __future__ import annotations
 from copy import copy
 
 from spiders.extraction.dom import Block, Tree
-from spiders.extraction.markup import _ANY_FURNITURE_PART, BOILERPLATE_TAGS, names_kind
+from spiders.extraction.markup import BOILERPLATE_TAGS, FURNITURE, FURNITURE_PART, names_kind
 
 __all__ = ["freed_hero"]
 
@@ -24,9 +24,9 @@ def _names(tree: Tree, element: int) -> str:
 def _named_furniture(tree: Tree, element: int, forgiven: frozenset[str] = frozenset()) -> bool:
     """Whether the element's class/id names mark furniture, by some furniture word other than ``forgiven``."""
     names = _names(tree, element)
-    if not names or names_kind(names) != 1:
+    if not names or names_kind(names) != FURNITURE:
         return False
-    return not forgiven or not set(_ANY_FURNITURE_PART.findall(names.lower())) <= forgiven
+    return not forgiven or not set(FURNITURE_PART.findall(names.lower())) <= forgiven
 
 
 def freed_hero(blocks: list[Block], tree: Tree, headline: int | None, max_share: float) -> list[Block]:
@@ -53,7 +53,7 @@ def freed_hero(blocks: list[Block], tree: Tree, headline: int | None, max_share:
         return blocks
     end = tree.end[top]
     # The banner's own parts repeat its word ("o-pageHeroBanner__wrapper"): only other furniture words count.
-    forgiven = frozenset(_ANY_FURNITURE_PART.findall(_names(tree, top).lower()))
+    forgiven = frozenset(FURNITURE_PART.findall(_names(tree, top).lower()))
     if forgiven != _BANNER:
         return blocks  # a headline in a "sidebar" or a "masthead" is a layout's oddity, not a page's opening
     judged: dict[int, bool] = {top: False}  # element -> whether furniture stands between it and ``top``

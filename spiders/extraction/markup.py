@@ -9,6 +9,8 @@ __all__ = [
     "BLOCK_TAGS",
     "BOILERPLATE_TAGS",
     "BYLINE",
+    "FURNITURE",
+    "FURNITURE_PART",
     "HEADING_TAGS",
     "INLINE_TAGS",
     "PAGE_TAGS",
@@ -214,7 +216,7 @@ _FURNITURE_PARTS = (
 _FURNITURE_WORDS = frozenset(("nav", "ad", "ads", "tag", "tags", "foot", "xgxw", "xgwz", "rmtj"))
 _KEEP_PARTS = ("article", "content", "main", "postbody", "post-body", "entry", "story", "text", "body")
 _ANY_KEEP_PART = re.compile("|".join(map(re.escape, _KEEP_PARTS)))
-_ANY_FURNITURE_PART = re.compile("|".join(map(re.escape, _FURNITURE_PARTS)))
+FURNITURE_PART = re.compile("|".join(map(re.escape, _FURNITURE_PARTS)))
 _STATE_PREFIXES = ("has", "with", "no-", "is-", "show", "hide", "enable", "disable")
 _WORD_SPLIT = re.compile(r"[^a-z0-9-]+")
 
@@ -230,7 +232,7 @@ def _word_kind(word: str) -> int:
             kind = 0
         elif _ANY_KEEP_PART.search(word):
             kind = _KEEP
-        elif word in _FURNITURE_WORDS or _ANY_FURNITURE_PART.search(word):
+        elif word in _FURNITURE_WORDS or FURNITURE_PART.search(word):
             kind = _FURNITURE
         else:
             kind = 0
@@ -245,7 +247,7 @@ _names_verdicts: dict[str, int] = {}  # whole class/id strings repeat within and
 # A byline names the story's author and date ("By Jane Doe | May 14, 2024", "Senior Autos Reporter") or holds the
 # author's bio: not the article's text in either convention, whatever content word the name also carries
 # ("article-byline", "content__meta-byline"). Not furniture: it sits inside the article, and weighs as much.
-BYLINE = 2
+FURNITURE, BYLINE = 1, 2  # what names_kind says of class/id names (0: neither)
 # Sign-up and call-to-action boxes inside a story ("newsletter-box", "cta-box"; "newsletter-signup" is furniture
 # already) go the same way: the references leave them out, and a builder's wrapper holding the whole story under
 # such a name is caught by the half-the-page test in the selection.
@@ -253,7 +255,7 @@ _BYLINE_PARTS = re.compile(r"byline|dateline|(?<![a-z])bio(?![a-z])|newsletter|s
 
 
 def names_kind(names: str) -> int:
-    """What class/id names mark: 1 furniture (some word does and no word says content, "comment-body"),
+    """What class/id names mark: ``FURNITURE`` (some word does and no word says content, "comment-body"),
     ``BYLINE`` a byline, else 0. Cached per whole string and per space-separated token: tokens repeat across
     sites far more than strings."""
     verdict = _names_verdicts.get(names)
@@ -269,7 +271,7 @@ def names_kind(names: str) -> int:
                 if len(_token_kinds) < 100_000:
                     _token_kinds[token] = kind
             kinds |= kind
-        verdict = 1 if kinds == _FURNITURE else BYLINE if _BYLINE_PARTS.search(lowered) else 0
+        verdict = FURNITURE if kinds == _FURNITURE else BYLINE if _BYLINE_PARTS.search(lowered) else 0
         if len(_names_verdicts) < 100_000:
             _names_verdicts[names] = verdict
     return verdict
@@ -277,4 +279,4 @@ def names_kind(names: str) -> int:
 
 def says_furniture(names: str) -> bool:
     """Whether class/id names mark furniture (see :func:`names_kind`)."""
-    return names_kind(names) == 1
+    return names_kind(names) == FURNITURE
