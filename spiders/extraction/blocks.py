@@ -29,7 +29,7 @@ class Params:
     furniture_weight: float = 0.1  # value kept by blocks inside nav/aside/footer/comments/related ...
     furniture_max_share: float = 0.9  # ... unless furniture is more than this share of the page's text
     coverage: float = 0.8  # the container must hold this share of the dense region's value
-    anchor_reach: int = 12  # an anchored region starts at most this many blocks after the headline
+    anchor_reach: int = 8  # an anchored region starts at most this many blocks after the headline
     anchor_share: float = 0.1  # ... and is preferred when worth at least this share of the densest region
     repeat_levels: int = 10  # how far above the container to look for repeated posts (0: never)
     repeat_min_items: int = 3  # posts: at least this many same-tag-and-class siblings ...
