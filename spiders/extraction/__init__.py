@@ -25,7 +25,7 @@ from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
 from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counter, page_kind
-from spiders.extraction.parse import clip_bytes, parse_html
+from spiders.extraction.parse import clip, clip_bytes, parse_html
 from spiders.extraction.title import find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]
@@ -72,6 +72,7 @@ def _headline_index(blocks: list[Block], title: str | None) -> int | None:
 
 def prepare(html: str) -> Prepared:
     """Parse ``html`` and cut it into blocks; read title and metadata date first (linearising prunes <head>)."""
+    html = clip(html)  # an oversized page's metadata is scanned no further than it is parsed
     document = parse_html(html)
     if document is None:
         return Prepared(blocks=[], tree=Tree(), title=None, headline=None, published=None)

@@ -9,7 +9,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from spiders.extraction.markup import VOID_TAGS
 
-__all__ = ["clip_bytes", "parse_html", "prune"]
+__all__ = ["clip", "clip_bytes", "parse_html", "prune"]
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 
@@ -18,14 +18,14 @@ _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGN
 # the tags beyond that depth before parsing, which leaves their text where the deepest kept element is. Lexbor
 # also takes quadratic time over the options of one <select>: option tags are dropped too (their text is never
 # main text). Only pages with many tags are scanned (a count in C first), so ordinary pages go untouched.
-# The walk after parsing costs about 10 us per element in Python, so a page is read up to its _MAX_TAGS-th start
-# tag (twice the most tags of any page of the dev set): 10^5 list items would take over a second. The scan itself
-# costs about a microsecond per tag, so it stops after _MAX_SCANNED tags, dropped ones included (10^6 nested
-# <div>s or <option>s), and a page is read up to its _MAX_CHARS-th character (the largest dev page has 5.3 million):
-# what lies beyond is left out, as trafilatura refuses pages over 20 MB.
+# The walk after parsing costs 10-18 us per element in Python, so a page is read up to its _MAX_TAGS-th start tag
+# (nearly four times the most of any page of the dev set, 8,009): 10^5 list items would take over a second. The
+# scan itself costs about a microsecond per tag, so it stops after _MAX_SCANNED tags, dropped ones included (10^6
+# nested <div>s or <option>s), and a page is read up to its _MAX_CHARS-th character (the largest dev page has 5.3
+# million): what lies beyond is left out, as trafilatura refuses pages over 20 MB.
 _MAX_DEPTH = 256
 _SCAN_TAGS = 5000
-_MAX_TAGS = 40_000
+_MAX_TAGS = 30_000
 _MAX_SCANNED = 4 * _MAX_TAGS
 _MAX_CHARS = 8_000_000
 # Raw bytes are clipped before decoding too (three bytes per character: UTF-8's most for Chinese), or decoding and
@@ -76,6 +76,12 @@ def _bounded(html: str) -> str:
     return "".join(kept)
 
 
+def clip(html: str) -> str:
+    """The part of a page that is read: up to its ``_MAX_CHARS``-th character. Everything that reads the source
+    (the parser, the metadata scans) reads this part only."""
+    return html[:_MAX_CHARS] if len(html) > _MAX_CHARS else html
+
+
 def clip_bytes(body: bytes) -> bytes:
     """The start of an oversized body, cut just before a space, a newline, "<" or ">" near the limit: bytes below
     0x40 are never inside a character of the ASCII-compatible encodings (UTF-8, GB18030, Big5, Shift_JIS, EUC),
@@ -93,8 +99,7 @@ def parse_html(html: str) -> LexborHTMLParser | None:
     to parse."""
     if not html or html.isspace():
         return None
-    if len(html) > _MAX_CHARS:
-        html = html[:_MAX_CHARS]
+    html = clip(html)
     if "\x00" in html:
         html = html.replace("\x00", "")
     parser = LexborHTMLParser(_bounded(html))

@@ -517,6 +517,12 @@ def test_the_scan_for_pathological_markup_and_the_page_itself_are_bounded():
     assert len(clipped) <= _MAX_BYTES and clipped.decode("utf-8").endswith("中文")
     assert clip_bytes(b"<p>short</p>") == b"<p>short</p>"
     assert extract(body)["text"].startswith("中文 中文")
+    # The metadata scans read no further than the parser: what lies beyond the limit says nothing of the page.
+    from spiders.extraction import prepare
+
+    metadata = '<script type="application/ld+json">{"@type": "DiscussionForumPosting"}</script>'
+    assert prepare("<p>a post</p>" + metadata).discussion
+    assert not prepare("<p>a post</p>" + " " * _MAX_CHARS + metadata).discussion
 
 
 def test_a_section_heading_is_confirmed_as_headline_by_words_not_letters():
