@@ -282,9 +282,7 @@ def _select(
             byline_chars += b.chars
     # A "byline" holding half the page is a misnamed wrapper (the story under "entry-byline"), not a byline.
     drop_bylines = params.drop_bylines and 2 * byline_chars < total_chars
-    if furniture_chars > params.furniture_max_share * total_chars and (
-        headline is None or blocks[headline].furniture
-    ):
+    if furniture_chars > params.furniture_max_share * total_chars and (headline is None or blocks[headline].furniture):
         # A page cannot be mostly furniture: a wrapper's class ("docs-sidebar-layout") or an unclosed <button>
         # swallowing the page misled the flags, so here they say nothing. Unless the headline stands outside
         # the furniture: then the flags are right and the story is short under a long comment thread.

@@ -67,7 +67,6 @@ def test_chinese_gbk_bytes_with_br_paragraphs_and_dated_byline():
     assert result["published"] == "2011-12-09T14:20"
 
 
-
 def test_button_labels_inside_the_product_region_are_dropped():
     # A shop page: size pickers and "Add to Cart" sit between the product's name and its description.
     sizes = "".join(f"<button>{size}</button>" for size in range(6, 14))
@@ -79,7 +78,6 @@ def test_button_labels_inside_the_product_region_are_dropped():
     assert "Add to Cart" not in text
     # Short furniture lines in an article go too (``furniture_line_chars``): both rules off bring the label back.
     assert "Add to Cart" in extract(html, params=Params(drop_buttons=False, furniture_line_chars=0))["text"]
-
 
 
 PRODUCT_HEAD = """<html><head><title>Wool Runner | Example Shop</title>
@@ -256,7 +254,6 @@ def test_forum_thread_keeps_every_post_but_not_the_navigation():
     for reply in REPLIES:
         assert reply in text
     assert "Section 3" not in text
-
 
 
 def test_comments_nested_inside_answers_are_not_posts():
@@ -738,6 +735,8 @@ def test_repeated_loading_placeholders_are_dropped():
     assert all(p in text for p in PARAGRAPHS[:4])
     assert "Loading" not in text and "So frustrating…" in text
     assert extract(html, params=Params(placeholder_words=0))["text"].count("Loading paragraph...") == 2
+
+
 def test_closed_faq_answers_and_inactive_tabs_are_text_where_the_selection_takes_them():
     # A FAQ under the text, its answers closed (display:none until a click), and a tab set whose inactive tab is
     # hidden: the references keep both. Other hidden elements stay hidden.
@@ -811,6 +810,8 @@ def test_a_discussion_drops_its_vote_counters_and_repeated_member_titles():
     assert "Regular Contributor" in plain and "11" in plain and "10 posts" in plain
     off = extract(head + body, params=Params(counter_chars=0, badge_repeats=0))["text"].split("\n")
     assert "Regular Contributor" in off and "11" in off
+
+
 def test_a_hero_banner_holding_the_headline_is_the_page_s_opening():
     # A service page opens with a "hero banner" holding its <h1> and intro paragraphs; "banner" is a furniture word
     # (cookie and promotion banners), so the opening was dropped. The banner's own parts ("page-hero-banner__copy")
