@@ -52,6 +52,15 @@ class Tree:
     def classes(self, index: int) -> str | None:
         return self.nodes[index].attributes.get("class")
 
+    def names(self, index: int) -> str:
+        """The element's class and id, space-separated ("" for neither): what its author called it."""
+        attributes = self.nodes[index].attributes
+        names = attributes.get("class")
+        identifier = attributes.get("id")
+        if identifier:
+            return f"{names} {identifier}" if names else identifier
+        return names or ""
+
     def children(self, index: int) -> list[int]:
         children, child, end = [], index + 1, self.end[index]
         while child < end:
@@ -161,11 +170,7 @@ def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list
     around = furniture_stack[first]
     for position in range(first + 1, len(furniture_stack)):
         if around != FURNITURE:
-            attributes = tree.nodes[block_stack[position]].attributes
-            names = attributes.get("class")
-            identifier = attributes.get("id")
-            if identifier:
-                names = f"{names} {identifier}" if names else identifier
+            names = tree.names(block_stack[position])
             if names:
                 kind = names_kind(names)
                 around = kind if kind == FURNITURE or around != BYLINE else BYLINE

@@ -12,18 +12,9 @@ __all__ = ["freed_hero"]
 _BANNER = frozenset(("banner",))
 
 
-def _names(tree: Tree, element: int) -> str:
-    attributes = tree.nodes[element].attributes
-    names = attributes.get("class")
-    identifier = attributes.get("id")
-    if identifier:
-        names = f"{names} {identifier}" if names else identifier
-    return names or ""
-
-
 def _named_furniture(tree: Tree, element: int, forgiven: frozenset[str] = frozenset()) -> bool:
     """Whether the element's class/id names mark furniture, by some furniture word other than ``forgiven``."""
-    names = _names(tree, element)
+    names = tree.names(element)
     if not names or names_kind(names) != FURNITURE:
         return False
     return not forgiven or not set(FURNITURE_PART.findall(names.lower())) <= forgiven
@@ -53,7 +44,7 @@ def freed_hero(blocks: list[Block], tree: Tree, headline: int | None, max_share:
         return blocks
     end = tree.end[top]
     # The banner's own parts repeat its word ("o-pageHeroBanner__wrapper"): only other furniture words count.
-    forgiven = frozenset(FURNITURE_PART.findall(_names(tree, top).lower()))
+    forgiven = frozenset(FURNITURE_PART.findall(tree.names(top).lower()))
     if forgiven != _BANNER:
         return blocks  # a headline in a "sidebar" or a "masthead" is a layout's oddity, not a page's opening
     judged: dict[int, bool] = {top: False}  # element -> whether furniture stands between it and ``top``

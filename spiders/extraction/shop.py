@@ -60,11 +60,9 @@ def form_lines(blocks: list[Block], tree: Tree, headline: int | None, max_share:
     """Indices of the blocks inside a ``<form>`` of a product's page: the shop's interface (variant pickers,
     quantity, "Add to cart", "Notify me" sign-ups). Not a form that holds the headline or more than ``max_share``
     of the page's text: a wrapper round the whole page (ASP.NET) or round the product's whole presentation."""
-    ids = tree.tag_ids
-    form_ids = {tag_id for tag_id in set(ids) if tree.tag(ids.index(tag_id)) == "form"}  # a few dozen tag names
     starts, ends = [], []  # outermost forms, as element ranges (disjoint, in document order)
-    for i in [i for i, tag_id in enumerate(ids) if tag_id in form_ids] if form_ids else ():
-        if not ends or i >= ends[-1]:  # a form inside a form is the outer form's business
+    for i in range(len(tree)):
+        if tree.tag(i) == "form" and (not ends or i >= ends[-1]):  # a form in a form is the outer form's business
             starts.append(i)
             ends.append(tree.end[i])
     if not starts:
