@@ -24,6 +24,7 @@ from spiders.extraction.markup import (
     PAGE_TAGS,
     SKIP_TAGS,
     VOID_TAGS,
+    element_names,
     names_kind,
 )
 from spiders.extraction.parse import prune
@@ -54,12 +55,7 @@ class Tree:
 
     def names(self, index: int) -> str:
         """The element's class and id, space-separated ("" for neither): what its author called it."""
-        attributes = self.nodes[index].attributes
-        names = attributes.get("class")
-        identifier = attributes.get("id")
-        if identifier:
-            return f"{names} {identifier}" if names else identifier
-        return names or ""
+        return element_names(self.nodes[index].attributes)
 
     def children(self, index: int) -> list[int]:
         children, child, end = [], index + 1, self.end[index]

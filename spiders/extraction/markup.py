@@ -17,6 +17,7 @@ __all__ = [
     "SKIP_TAGS",
     "VOID_TAGS",
     "WORDS",
+    "element_names",
     "names_kind",
     "says_furniture",
 ]
@@ -252,6 +253,15 @@ FURNITURE, BYLINE = 1, 2  # what names_kind says of class/id names (0: neither)
 # already) go the same way: the references leave them out, and a builder's wrapper holding the whole story under
 # such a name is caught by the half-the-page test in the selection.
 _BYLINE_PARTS = re.compile(r"byline|dateline|(?<![a-z])bio(?![a-z])|newsletter|subscribe|(?<![a-z])cta(?![a-z])")
+
+
+def element_names(attributes: dict[str, str | None]) -> str:
+    """An element's class and id (its attributes), space-separated ("" for neither): what its author called it."""
+    names = attributes.get("class")
+    identifier = attributes.get("id")
+    if identifier:
+        return f"{names} {identifier}" if names else identifier
+    return names or ""
 
 
 def names_kind(names: str) -> int:

@@ -7,7 +7,7 @@ import re
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from spiders.extraction.markup import VOID_TAGS
+from spiders.extraction.markup import VOID_TAGS, element_names
 
 __all__ = ["clip", "clip_bytes", "parse_html", "prune"]
 
@@ -120,7 +120,7 @@ def _panel(attributes: dict[str, str | None]) -> bool:
     """Whether a hidden element is a disclosure panel (role="tabpanel", or so named by its class/id)."""
     if (attributes.get("role") or "").lower() == "tabpanel":
         return True
-    return _PANEL.search(f"{attributes.get('class') or ''} {attributes.get('id') or ''}".lower()) is not None
+    return _PANEL.search(element_names(attributes).lower()) is not None
 
 
 # React's streaming server rendering sends late parts of a page as <div hidden id="S:n"> at the end of the body
