@@ -15,20 +15,28 @@ A declaration that lies is common (a CMS template says ``gb2312`` while the data
 legacy codec is dropped when it cannot decode the body, and also when the body is valid UTF-8 with multi-byte
 sequences, which legacy text practically never is by chance. When nothing decodes strictly, the most
 authoritative candidate decodes with U+FFFD replacement characters, so callers always get text.
+
+Decoding right is not always enough: about 2 % of the pages of the extraction dev set are UTF-8 text that was
+decoded as Latin-1 or cp1252 and encoded again before it was served ("donâ€™t", "siÄ\x99"), and browsers show it
+as it is. :func:`repair_mojibake` undoes that in extracted text (ftfy), for callers that want the text as written.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 
 from w3lib.encoding import html_body_declared_encoding, http_content_type_encoding, read_bom, resolve_encoding
 
-__all__ = ["decode_html", "normalise_encoding"]
+__all__ = ["decode_html", "normalise_encoding", "repair_mojibake"]
 
 # The multi-byte Chinese codecs are all decoded by their superset.
 _SUPERSETS = {"gb2312": "gb18030", "gbk": "gb18030", "cp936": "gb18030", "euc-cn": "gb18030", "x-gbk": "gb18030"}
 # Detection on a few hundred KiB is as good as on megabytes, and much faster.
 _DETECTION_SAMPLE = 256 * 1024
+# What UTF-8 read as Latin-1 or cp1252 leaves behind: C1 controls, "Ã©", "Â " and "â€™". ftfy costs about 2 ms per
+# page of text, this search a twentieth of that, so only text that shows these marks is handed to ftfy.
+_MOJIBAKE_MARKS = re.compile("[\x80-\x9f]|[\xc2-\xc5][\x80-\xbf]|\xe2\u20ac")
 
 
 def normalise_encoding(label: str | None) -> str | None:
@@ -109,3 +117,15 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
             return text, detected
     fallback = candidates[0] if candidates else detected or "utf-8"
     return body.decode(fallback, "replace"), fallback
+
+
+def repair_mojibake(text: str) -> str:
+    """``text`` with UTF-8 that was decoded with a legacy codec and encoded again ("donâ€™t") put right
+    ("don’t"). ftfy judges each marked line on its own (a page can mix a mangled body with a sound menu), and
+    leaves a line as written when it is not convinced ("Ã la carte")."""
+    if text.isascii() or not _MOJIBAKE_MARKS.search(text):
+        return text
+    from ftfy import fix_encoding  # imported lazily: most text never gets this far
+
+    lines = text.split("\n")
+    return "\n".join(fix_encoding(line) if _MOJIBAKE_MARKS.search(line) else line for line in lines)

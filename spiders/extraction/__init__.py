@@ -12,7 +12,8 @@ The pipeline, in one pass each (see README.md in this folder for the reasoning a
 3. linearise the visible text into blocks, the "lines" of the method (``dom.py``, ``markup.py``);
 4. score blocks, find the dense region by the line-block scan, anchor it on the headline, repair it with the
    DOM: the article's container, repeated posts (forums), spread content (listings, shops), repeated copies
-   (``blocks.py``); join the chosen blocks with newlines.
+   (``blocks.py``); join the chosen blocks with newlines;
+5. put right text that was encoded twice before it was served ("donâ€™t", ``spiders.encoding.repair_mojibake``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from spiders.encoding import decode_html
+from spiders.encoding import decode_html, repair_mojibake
 from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
@@ -117,4 +118,6 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
         first = selected[0].index
         nearby = [b.text for b in prepared.blocks[max(0, first - 4) : first + 4] if b.chars < 200]
         published = find_published(None, nearby)
-    return {"text": "\n".join(block.text for block in selected), "title": prepared.title, "published": published}
+    text = repair_mojibake("\n".join(block.text for block in selected))
+    title = repair_mojibake(prepared.title) if prepared.title else prepared.title
+    return {"text": text, "title": title, "published": published}

@@ -4,7 +4,7 @@ import codecs
 
 import pytest
 
-from spiders.encoding import decode_html, normalise_encoding
+from spiders.encoding import decode_html, normalise_encoding, repair_mojibake
 
 pytestmark = pytest.mark.unit
 
@@ -98,3 +98,26 @@ def test_hostile_bytes_never_raise(body):
     text, encoding = decode_html(body)
     assert isinstance(text, str)
     assert codecs.lookup(encoding)
+
+
+def _served_twice(text: str, codec: str) -> str:
+    """What a page shows when its UTF-8 text was decoded with ``codec`` and encoded again."""
+    return text.encode("utf-8").decode(codec)
+
+
+@pytest.mark.parametrize("codec", ["cp1252", "latin-1"])
+def test_repair_mojibake_undoes_utf8_read_as_a_legacy_codec(codec: str) -> None:
+    original = "It’s the café — się objawia"
+    assert _served_twice(original, codec) != original
+    assert repair_mojibake(_served_twice(original, codec)) == original
+
+
+def test_repair_mojibake_fixes_marked_lines_and_keeps_sound_ones() -> None:
+    sound = "Déjà vu, “quoted”, Ã la carte"
+    text = f"{_served_twice('Don’t panic', 'cp1252')}\n{sound}\n中文内容"
+    assert repair_mojibake(text) == f"Don’t panic\n{sound}\n中文内容"
+
+
+def test_repair_mojibake_returns_clean_text_unchanged() -> None:
+    for text in ("plain ascii", "Zażółć gęślą jaźń", "Ελληνικά", "Привет", "¿Qué?"):
+        assert repair_mojibake(text) is text

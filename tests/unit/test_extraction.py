@@ -845,3 +845,14 @@ def test_an_accordion_s_buttons_are_its_questions_not_interface():
     text = extract(html)["text"]
     assert all(f"Question number {i} about the plan" in text for i in range(len(PARAGRAPHS)))
     assert all(p in text for p in PARAGRAPHS) and "Subscribe to the plan now" not in text
+
+
+def test_text_and_title_encoded_twice_are_put_right():
+    # UTF-8 bytes read as cp1252 and encoded again before the page was served (the page is valid UTF-8).
+    mangled = "It’s a café — the ‘best’".encode().decode("cp1252")
+    html = f"<html><head><title>{mangled}</title></head><body><article><h1>{mangled}</h1>"
+    html += "".join(f"<p>{paragraph}</p>" for paragraph in [f"{mangled}.", *PARAGRAPHS]) + "</article></body></html>"
+    result = extract(html.encode("utf-8"))
+    assert result["title"] == "It’s a café — the ‘best’"
+    assert "It’s a café — the ‘best’." in result["text"]
+    assert "â€" not in result["text"]
