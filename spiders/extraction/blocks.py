@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from itertools import accumulate
 from operator import sub
 
+from spiders.extraction.article import without_forms
 from spiders.extraction.dom import Block, Tree
 from spiders.extraction.landing import freed_hero
 from spiders.extraction.lines import announces, cell_or_heading, has_cards, without_repeats
@@ -56,6 +57,7 @@ class Params:
     furniture_line_chars: int = 40  # an article's furniture lines shorter than this go, inside its region too (0: off)
     reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
     form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
+    article_forms: bool = True  # ... and so are an article's (sign-up boxes, polls, search fields)
     placeholder_words: int = 2  # lines of at most this many words ending with "..." twice on the page go (0: off)
     peak_line_cap: float = 1500.0  # a block counts at most this much in the peak density behind the cost (0: off)
     badge_chars: int = 30  # a discussion's short lines (user titles, "Quote") standing in ≥ badge_repeats posts go
@@ -244,7 +246,9 @@ def select_blocks(
     if params.min_line_words and not spread and _few_words_per_line(selected, params):
         # The "article" holds no running text: an intro line over product cards, a price and a size table, a
         # menu of services. Such a page is spread content whatever its headline says.
-        selected, _, _ = _select(blocks, tree, params, headline, force_spread=True, cards=cards, product=product)
+        selected, _, article = _select(blocks, tree, params, headline, force_spread=True, cards=cards, product=product)
+    if params.article_forms and article and not product and params.form_share:
+        selected = without_forms(selected, blocks, tree, headline, params.form_share)
     return selected
 
 

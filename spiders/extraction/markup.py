@@ -252,7 +252,11 @@ FURNITURE, BYLINE = 1, 2  # what names_kind says of class/id names (0: neither)
 # Sign-up and call-to-action boxes inside a story ("newsletter-box", "cta-box"; "newsletter-signup" is furniture
 # already) go the same way: the references leave them out, and a builder's wrapper holding the whole story under
 # such a name is caught by the half-the-page test in the selection.
-_BYLINE_PARTS = re.compile(r"byline|dateline|(?<![a-z])bio(?![a-z])|newsletter|subscribe|(?<![a-z])cta(?![a-z])")
+_BYLINE_PARTS = re.compile(
+    r"byline|dateline|(?<![a-z])bio(?![a-z])|newsletter|subscribe|(?<![a-z])cta(?![a-z])"
+    r"|author[-_]?(?:bio|box|info|details?|about|block|summary|description|card|profile|wrap|meta|name|container)"
+    r"|about[-_]?(?:the[-_]?)?authors?"
+)
 
 
 def element_names(attributes: dict[str, str | None]) -> str:

@@ -856,3 +856,32 @@ def test_text_and_title_encoded_twice_are_put_right():
     assert result["title"] == "It’s a café — the ‘best’"
     assert "It’s a café — the ‘best’." in result["text"]
     assert "â€" not in result["text"]
+
+
+def test_an_articles_forms_are_not_its_text():
+    # A sign-up form inside a story's region (its labels and fine print are plain lines, not named furniture);
+    # a form round the whole page (ASP.NET) or one holding the headline is not interface.
+    form = """<form action="/subscribe"><div>Get the weekly digest in your inbox</div><label>Email Address</label>
+    <div>By submitting your email you agree to our privacy policy.</div></form>"""
+    first, second = ("".join(f"<p>{p}</p>" for p in half) for half in (PARAGRAPHS[:2], PARAGRAPHS[2:]))
+    body = f"""<body><div class="story"><h1>Council approves budget</h1>{first}{form}{second}</div></body></html>"""
+    html = "<html><head><title>Council approves budget</title></head>" + body
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "Email Address" not in text and "By submitting" not in text
+    assert "By submitting" in extract(html, params=Params(article_forms=False))["text"]
+    wrapped = html.replace("<body>", '<body><form action="/page.aspx">').replace("</body>", "</form></body>")
+    assert all(paragraph in extract(wrapped)["text"] for paragraph in PARAGRAPHS)
+
+
+def test_author_boxes_are_not_the_article_text():
+    # "About the author" boxes under the story, named "author-box", "about_author", "authorDescription": the
+    # byline verdict (the bare word "author" is not one: blogs wrap whole posts in "author"-named elements).
+    box = """<div class="post-author-box"><h3>About the Author</h3>
+    <p>Jane Doe has covered the city council for the Example since 2015 and writes the weekly newsletter.</p></div>"""
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="story">
+    <h1>Council approves budget</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}{box}</div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "Jane Doe" not in text and "About the Author" not in text
+    assert "Jane Doe" in extract(html.replace("post-author-box", "post-author"))["text"]
