@@ -106,11 +106,17 @@ def parse_html(html: str) -> LexborHTMLParser | None:
     return parser if parser.root is not None else None
 
 
-# Hidden elements (closed dialogs and modals too) and placeholder anchors, found by the parser's CSS engine in one
-# pass (in C); a style is then checked word by word in Python.
+# Hidden elements (closed dialogs and modals too), <noscript> notices and placeholder anchors, found by the
+# parser's CSS engine in one pass (in C); a style is then checked word by word in Python.
 _PRUNE_SELECTOR = (
-    '[hidden], [style*="none" i], [style*="hidden" i], a[name]:not([href]), dialog:not([open]), [aria-modal="true" i]'
+    '[hidden], [style*="none" i], [style*="hidden" i], a[name]:not([href]), dialog:not([open]), [aria-modal="true" i], '
+    "noscript"
 )
+# A browser running scripts (the reader's, and the one behind every reference text) never shows <noscript>. Its
+# notices ("You need to enable JavaScript to run this app.", "Please enable JavaScript to view the comments") and
+# small fallbacks (a "Sort"/"Apply" button, a trending-stories box) go; a <noscript> holding the page's whole
+# text for crawlers (Discourse and Flarum forums: 2,600 characters and more on the dev set) stays.
+_NOSCRIPT_NOTICE_CHARS = 500
 _ANCHOR_ATTRIBUTES = frozenset(("name", "id"))
 # A closed accordion's answer (FAQ) or an inactive tab: hidden until a click, but text the page means to be read.
 _PANEL = re.compile(r"tab-?pane|tab-?panel|accordion|faq|answer|collaps")
@@ -158,6 +164,9 @@ def prune(document: LexborHTMLParser, panels: list[LexborNode] | None = None) ->
             # A closed <dialog> is not rendered; a modal (aria-modal) opens over the page on demand: policies,
             # size guides, newsletter sign-ups, never the page's own text.
             hidden.append(element)
+        elif element.tag == "noscript":
+            if len(element.text(deep=True, strip=True)) < _NOSCRIPT_NOTICE_CHARS:
+                hidden.append(element)
         elif _ANCHOR_ATTRIBUTES.issuperset(attributes) and element.tag == "a":
             anchors.append(element)
     if hidden:

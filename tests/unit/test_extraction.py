@@ -885,3 +885,17 @@ def test_author_boxes_are_not_the_article_text():
     assert all(paragraph in text for paragraph in PARAGRAPHS)
     assert "Jane Doe" not in text and "About the Author" not in text
     assert "Jane Doe" in extract(html.replace("post-author-box", "post-author"))["text"]
+
+
+def test_noscript_notices_are_not_text_but_a_crawler_view_is():
+    # A browser running scripts never shows <noscript>: a notice asking for JavaScript is no line of the page,
+    # but a forum's whole thread served there for crawlers (Discourse) is the page's only copy of its text.
+    notice = "<noscript><p>You need to enable JavaScript to run this app.</p></noscript>"
+    story = "".join(f"<p>{p}</p>" for p in PARAGRAPHS)
+    html = f"<html><head><title>Council approves budget</title></head><body>{notice}<h1>Council approves budget</h1>"
+    text = extract(html + story + "</body></html>")["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS) and "enable JavaScript" not in text
+    assert extract(f"<html><body>{notice}</body></html>")["text"] == ""
+    thread = f'<noscript><div id="main-outlet"><h1>Council approves budget</h1>{story * 2}</div></noscript>'
+    text = extract(f"<html><body>{notice}{thread}</body></html>")["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS) and "enable JavaScript" not in text
