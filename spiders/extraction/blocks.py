@@ -54,7 +54,7 @@ class Params:
     card_chars: int = 40  # no article: lines this long inside a whole-card link count as text (0: off)
     card_links: bool = True  # spread content: a short link between two kept lines is a line of the same card
     drop_bylines: bool = True  # lines inside a byline (class/id) are not the text of an article or a post
-    furniture_line_chars: int = 40  # an article's furniture lines shorter than this go, inside its region too (0: off)
+    furniture_line_chars: int = 40  # furniture lines shorter than this go, inside the region too (0: off)
     reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
     form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
     article_forms: bool = True  # ... and so are an article's (sign-up boxes, polls, search fields)
@@ -373,8 +373,8 @@ def _select(
             continue
         if furniture and not in_region:
             continue
-        if furniture and article and block.chars < params.furniture_line_chars and not cell_or_heading(block):
-            continue  # user cards beside posts ("Senior Member", "9,420", "Location"), form labels, "Share"
+        if furniture and block.chars < params.furniture_line_chars and not cell_or_heading(block):
+            continue  # user cards ("Senior Member", "9,420"), labels, "Share": in any region, article or not
         if i in interface:
             continue  # a product's variant pickers, quantity, "Add to cart", "Notify me when back in stock"
         if params.drop_buttons and furniture and block.tag == "button":

@@ -110,13 +110,20 @@ def parse_html(html: str) -> LexborHTMLParser | None:
 # parser's CSS engine in one pass (in C); a style is then checked word by word in Python.
 _PRUNE_SELECTOR = (
     '[hidden], [style*="none" i], [style*="hidden" i], a[name]:not([href]), dialog:not([open]), [aria-modal="true" i], '
-    "noscript"
+    "noscript, .hide, .d-none, .is-hidden, .w-form-done, .w-form-fail, .w-condition-invisible"
 )
 # A browser running scripts (the reader's, and the one behind every reference text) never shows <noscript>. Its
 # notices ("You need to enable JavaScript to run this app.", "Please enable JavaScript to view the comments") and
 # small fallbacks (a "Sort"/"Apply" button, a trending-stories box) go; a <noscript> holding the page's whole
 # text for crawlers (Discourse and Flarum forums: 2,600 characters and more on the dev set) stays.
 _NOSCRIPT_NOTICE_CHARS = 500
+# Classes that the common CSS frameworks define as display:none, whatever the page's own stylesheet: Bootstrap's
+# "hide" and "d-none", Bulma's "is-hidden", Webflow's form messages ("Thank you! Your submission has been
+# received!", "Oops! Something went wrong") and its conditionally invisible items. Not "hidden": Tailwind's
+# "hidden" is mostly undone by a breakpoint ("hidden md:block") or by the page's script.
+_HIDDEN_CLASSES = frozenset(("hide", "d-none", "is-hidden", "w-form-done", "w-form-fail", "w-condition-invisible"))
+# ... unless another class shows the element again at some width: "d-none d-md-block", "hide lg:flex".
+_SHOWN_AGAIN = re.compile(r"(?:(?<![a-z])d-[a-z]+-|:)(?:block|flex|inline|grid|table)")
 _ANCHOR_ATTRIBUTES = frozenset(("name", "id"))
 # A closed accordion's answer (FAQ) or an inactive tab: hidden until a click, but text the page means to be read.
 _PANEL = re.compile(r"tab-?pane|tab-?panel|accordion|faq|answer|collaps")
@@ -127,6 +134,14 @@ def _panel(attributes: dict[str, str | None]) -> bool:
     if (attributes.get("role") or "").lower() == "tabpanel":
         return True
     return _PANEL.search(element_names(attributes).lower()) is not None
+
+
+def _hidden_by_class(names: str | None) -> bool:
+    """Whether a framework's utility class hides the element at every width (see ``_HIDDEN_CLASSES``)."""
+    if not names:
+        return False
+    lowered = names.lower()
+    return not _HIDDEN_CLASSES.isdisjoint(lowered.split()) and _SHOWN_AGAIN.search(lowered) is None
 
 
 # React's streaming server rendering sends late parts of a page as <div hidden id="S:n"> at the end of the body
@@ -164,6 +179,8 @@ def prune(document: LexborHTMLParser, panels: list[LexborNode] | None = None) ->
             # A closed <dialog> is not rendered; a modal (aria-modal) opens over the page on demand: policies,
             # size guides, newsletter sign-ups, never the page's own text.
             hidden.append(element)
+        elif _hidden_by_class(attributes.get("class")):
+            (panels if panels is not None and _panel(attributes) else hidden).append(element)
         elif element.tag == "noscript":
             if len(element.text(deep=True, strip=True)) < _NOSCRIPT_NOTICE_CHARS:
                 hidden.append(element)

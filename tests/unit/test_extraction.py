@@ -709,6 +709,34 @@ def test_short_furniture_lines_inside_an_article_region_are_dropped():
     assert "Senior Member" in extract(html, params=Params(furniture_line_chars=0))["text"]
 
 
+def test_short_furniture_lines_are_dropped_from_a_region_without_a_headline():
+    # A phpBB-like thread whose <title> is shown only as a linked heading: no article is anchored, yet the
+    # densest run is the thread (not spread content). The user card between the posts is furniture inside that
+    # region, and its short lines go as in an article.
+    card = '<dl class="postprofile"><dd>Posts: 2630</dd><dd>Joined: Feb 2017</dd><dd>Senior Member</dd></dl>'
+    html = f"""<html><head><title>Sync stopped working - Example Forum</title></head><body><div class="page">
+    <h2><a href="/t/1">Sync stopped working</a></h2><p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p>{card}
+    <p>{PARAGRAPHS[2]}</p><p>{PARAGRAPHS[3]}</p></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS)
+    assert "Posts: 2630" not in text and "Senior Member" not in text
+    assert "Senior Member" in extract(html, params=Params(furniture_line_chars=0))["text"]
+
+
+def test_framework_classes_that_hide_an_element_hide_it():
+    # Webflow's form messages, Bootstrap's "hide" / "d-none" and Bulma's "is-hidden" are display:none by the
+    # framework's stylesheet; "d-none d-md-block" shows the element again on wider screens, and Tailwind's
+    # "hidden" is too often undone (by a breakpoint or a script) to be trusted.
+    html = f"""<html><head><title>Plans</title></head><body><div class="main"><h1>Plans</h1>
+    <p>{PARAGRAPHS[0]}</p><div class="w-form-done"><div>Thank you! Your submission has been received!</div></div>
+    <div class="w-form-fail"><div>Oops! Something went wrong while submitting the form.</div></div>
+    <p>{PARAGRAPHS[1]}</p><p class="lead hide">November 20, 9999 7:00 PM</p><p class="is-hidden">Loading plans</p>
+    <p class="d-none d-md-block">{PARAGRAPHS[2]}</p><p class="hidden">{PARAGRAPHS[3]}</p></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(p in text for p in PARAGRAPHS)
+    assert "Thank you" not in text and "Oops" not in text and "9999" not in text and "Loading" not in text
+
+
 def test_sign_up_and_call_to_action_boxes_are_not_the_article_text():
     # A newsletter form and a call-to-action box inside the story's region ("newsletter-box", "cta-box"): not
     # furniture by name, but not the story's text either (the byline verdict of the class-name judge).
