@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import accumulate
 from operator import sub
 
@@ -14,7 +15,8 @@ from spiders.extraction.listing import bridged_links
 from spiders.extraction.markup import WORDS
 from spiders.extraction.placeholders import without_placeholders
 from spiders.extraction.posts import mostly_furniture, owner, repeated_items
-from spiders.extraction.shop import form_lines, reviews_line
+from spiders.extraction.runs import without_repeated_runs
+from spiders.extraction.shop import form_lines, review_lines, reviews_line
 
 __all__ = ["Params", "block_value", "select_blocks"]
 
@@ -65,6 +67,7 @@ class Params:
     counter_chars: int = 8  # a discussion's (by metadata) lines this short without letters go: votes, "#12" (0: off)
     panels: bool = True  # closed FAQ answers, inactive tabs are text where the selection takes them (never steer it)
     hero: bool = True  # the furniture-named element (a hero "banner") holding the headline is not furniture
+    repeat_run: int = 4  # a run of this many selected lines repeating an earlier run goes: slider clones (0: off)
 
 
 def block_value(block: Block, params: Params, cards: bool = False) -> float:
@@ -233,22 +236,25 @@ def select_blocks(
         return []
     if params.hero:
         blocks = freed_hero(blocks, tree, headline, params.furniture_max_share)
-    selected, spread, article = _select(blocks, tree, params, headline, force_spread=False, product=product)
+    reviews = review_lines(blocks) if product and params.reviews_cut else []
+    select = partial(_select, blocks, tree, params, headline, product=product, reviews=reviews)
+    selected, spread, article = select(force_spread=False)
     cards = False
     if params.card_chars and not article and has_cards(blocks, params.card_chars):
         # No article under a headline: the page is a listing, and on a listing whose teasers are whole-card links
         # (<a> around title and summary) the summaries are its text, not navigation. Scored so, the cards make
         # the dense region (or spread content), instead of the one unlinked line between them.
         cards = True
-        selected, spread, article = _select(
-            blocks, tree, params, headline, force_spread=False, cards=True, product=product
-        )
+        selected, spread, article = select(force_spread=False, cards=True)
     if params.min_line_words and not spread and _few_words_per_line(selected, params):
         # The "article" holds no running text: an intro line over product cards, a price and a size table, a
         # menu of services. Such a page is spread content whatever its headline says.
-        selected, _, article = _select(blocks, tree, params, headline, force_spread=True, cards=cards, product=product)
+        selected, spread, article = select(force_spread=True, cards=cards)
     if params.article_forms and article and not product and params.form_share:
         selected = without_forms(selected, blocks, tree, headline, params.form_share)
+    if params.repeat_run and not spread:
+        # Not in spread content: a grid's cards repeat their field labels by design ("Seasons: | 3-season").
+        selected = without_repeated_runs(selected, params.repeat_run)
     return selected
 
 
@@ -273,6 +279,7 @@ def _select(
     force_spread: bool,
     cards: bool = False,
     product: bool = False,
+    reviews: list[int] | None = None,
 ) -> tuple[list[Block], bool, bool]:
     """The block selection proper; also says whether the page was taken as spread content and whether as an
     article under its headline."""
@@ -315,7 +322,7 @@ def _select(
             spread, span, article = True, (0, len(blocks)), False
     # A product's page ends where its buyers' reviews begin, in the region or after it in the same container;
     # that line, not the end-of-article valley, ends it (a spec table's short lines are no comment thread).
-    stop = reviews_line(blocks, values, span, params.comments_share) if product and params.reviews_cut else len(blocks)
+    stop = reviews_line(blocks, values, span, params.comments_share, reviews) if reviews else len(blocks)
     if params.end_ratio and not spread and not (product and stop < len(blocks)):
         span = _article_end(blocks, values, cost, span, params)
     if params.comments_cut and article:

@@ -9,7 +9,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from spiders.extraction.dom import Block, Tree
 
-__all__ = ["REVIEW_WORDS", "form_lines", "is_product", "reviews_line"]
+__all__ = ["REVIEW_WORDS", "form_lines", "is_product", "review_lines", "reviews_line"]
 
 # The page declares itself a product: Open Graph ``og:type`` "product", JSON-LD ``"@type": "Product"`` or
 # microdata ``itemtype=".../Product"``. Substring tests first (a regex scan of a whole page costs milliseconds).
@@ -23,6 +23,7 @@ _JSON_LD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"Product"')
 _FORM_ID = LexborHTMLParser("<form></form>").css_first("form").tag_id  # lexbor's fixed id of <form>
 
 REVIEW_WORDS = ("review", "avis", "bewertung", "opinion", "recensi", "rezension", "отзыв", "评价")
+_REVIEW = re.compile("|".join(REVIEW_WORDS), re.IGNORECASE)
 
 
 def is_product(html: str) -> bool:
@@ -42,22 +43,35 @@ def is_product(html: str) -> bool:
     return '"Product"' in html and _JSON_LD_PRODUCT.search(html) is not None
 
 
-def reviews_line(blocks: list[Block], values: list[float], span: tuple[int, int], share: float) -> int:
-    """Index of the short line announcing a product's reviews ("Customer Reviews", "4,567 reviews") after
-    ``share`` of the region's value, looked for up to the page's end (reviews often follow the region, in the
-    same container); ``len(blocks)`` when there is none. A list item is a tab or a menu entry, not a heading."""
+def review_lines(blocks: list[Block]) -> list[int]:
+    """The lines of a product's page that may announce its reviews, found once per page (the selection runs up
+    to three times): short lines (≤ 40 characters) holding a reviews word, not list items (tabs, menus)."""
+    return [block.index for block in blocks if block.chars <= 40 and _announces_reviews(block)]
+
+
+def reviews_line(
+    blocks: list[Block], values: list[float], span: tuple[int, int], share: float, found: list[int]
+) -> int:
+    """Index of the line announcing a product's reviews ("Customer Reviews", "4,567 reviews"; ``found`` by
+    :func:`review_lines`) after ``share`` of the region's value, looked for up to the page's end (reviews often
+    follow the region, in the same container); ``len(blocks)`` when there is none."""
     start, end = span
+    found = [i for i in found if i > start]
+    if not found:
+        return len(blocks)
     total = sum(v for v in values[start:end] if v > 0)
-    before = 0.0
-    for i in range(start, len(blocks)):
-        block = blocks[i]
-        if i > start and before >= share * total and block.chars <= 40 and block.tag != "li":
-            lowered = block.text.lower()
-            if any(word in lowered for word in REVIEW_WORDS):
-                return i
-        if values[i] > 0:
-            before += values[i]
+    before, done = 0.0, start
+    for i in found:
+        before += sum(v for v in values[done:i] if v > 0)
+        done = i
+        if before >= share * total:
+            return i
     return len(blocks)
+
+
+def _announces_reviews(block: Block) -> bool:
+    """A line holding a reviews word, not a list item (tabs, menus)."""
+    return block.tag != "li" and _REVIEW.search(block.text) is not None
 
 
 def form_lines(blocks: list[Block], tree: Tree, headline: int | None, max_share: float) -> set[int]:

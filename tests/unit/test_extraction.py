@@ -927,3 +927,19 @@ def test_noscript_notices_are_not_text_but_a_crawler_view_is():
     thread = f'<noscript><div id="main-outlet"><h1>Council approves budget</h1>{story * 2}</div></noscript>'
     text = extract(f"<html><body>{notice}{thread}</body></html>")["text"]
     assert all(paragraph in text for paragraph in PARAGRAPHS) and "enable JavaScript" not in text
+
+
+def test_a_repeated_run_of_short_lines_is_dropped():
+    # A slider clones its slides for the endless scroll: four short lines (two cards) stand twice. Each line alone
+    # is too short for the repeated-block rule; the run of four repeats line for line and goes.
+    slides = "".join(
+        f"<h3>{name}</h3><p>{claim}</p>"
+        for name, claim in [("Save Time", "A meal in seconds."), ("Easy", "Just scoop, shake, go.")]
+    )
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="main">
+    <h1>Council approves budget</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS[:2])}
+    <div class="slider">{slides}{slides}</div>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS[2:])}</div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert text.count("Just scoop, shake, go.") == 1
+    assert extract(html, params=Params(repeat_run=0))["text"].count("Just scoop, shake, go.") == 2
