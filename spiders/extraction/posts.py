@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from spiders.extraction.dom import Block, Tree
 
 if TYPE_CHECKING:
-    from spiders.extraction.blocks import Params
+    from spiders.extraction.params import Params
 
 __all__ = ["mostly_furniture", "owner", "repeated_items"]
 
@@ -20,9 +20,10 @@ def repeated_items(
     blocks: list[Block], values: list[float], container: int, tree: Tree, params: Params
 ) -> list[tuple[int, int]] | None:
     """Forum threads, answers, reviews: when the article's container is (inside) one of several siblings with the
-    same tag and class that each hold running text, those siblings together are the main content. The class
-    must be set (bare <div>s and table cells are layout) and most siblings must hold text (a row of cards does
-    not). Returns those items as element ranges (first, end) in document order, or None."""
+    same tag and class (or class words holding one another's: ``_same_kind``) that each hold running text, those
+    siblings together are the main content. The class must be set (bare <div>s and table cells are layout) and
+    most siblings must hold text (a row of cards does not). Returns those items as element ranges (first, end) in
+    document order, or None."""
     element = container
     for _ in range(params.repeat_levels):
         parent = tree.parent[element]
@@ -32,10 +33,11 @@ def repeated_items(
         names = tree.classes(element)
         if names and tag not in _TABLE_TAGS:
             tag_id = tree.tag_ids[element]
+            own = frozenset(names.split()) if params.repeat_related else None
             items = [
                 (sibling, tree.end[sibling])
                 for sibling in tree.children(parent)
-                if tree.tag_ids[sibling] == tag_id and tree.classes(sibling) == names
+                if tree.tag_ids[sibling] == tag_id and _same_kind(names, own, tree.classes(sibling))
             ]
             if len(items) >= params.repeat_min_items:
                 text = [0] * len(items)
@@ -49,6 +51,20 @@ def repeated_items(
                     return items
         element = parent
     return None
+
+
+def _same_kind(names: str, own: frozenset[str] | None, other: str | None) -> bool:
+    """Whether a sibling's class names make it an item of the same kind: the same names, or (with ``own``, the
+    element's class words) class words that hold the element's or are held by them. A thread's first post
+    carries extra classes ("message message-threadStarterPost message--post ..." among "message message--post
+    ..."), and so do a featured answer or a highlighted review; siblings that each carry words of their own
+    ("card featured" beside "card promo") do not count."""
+    if other == names:
+        return True
+    if own is None or not other:
+        return False
+    theirs = frozenset(other.split())
+    return bool(theirs) and (theirs <= own or own <= theirs)
 
 
 def mostly_furniture(blocks: list[Block], items: list[tuple[int, int]], starts: list[int], own: int) -> bool:

@@ -256,6 +256,23 @@ def test_forum_thread_keeps_every_post_but_not_the_navigation():
     assert "Section 3" not in text
 
 
+def test_a_threads_first_post_with_extra_classes_still_finds_the_replies():
+    # XenForo marks the opening post "message message-threadStarterPost ...": its class differs from the replies'
+    # "message", so no sibling had the same class and the thread kept its first post only. Class words that hold
+    # one another's make items of the same kind.
+    first = _post("user0", PARAGRAPHS[0]).replace('class="message"', 'class="message message-threadStarterPost"', 1)
+    replies = "".join(_post(f"user{i + 1}", text) for i, text in enumerate(REPLIES))
+    html = f"""<html><head><title>Sync stopped working | Example Forums</title></head>
+    <body><nav><ul>{NAV}</ul></nav><h1>Sync stopped working</h1><div class="thread">{first}{replies}</div>
+    <aside class="sidebar"><ul>{NAV}</ul></aside></body></html>"""
+    text = extract(html)["text"]
+    assert PARAGRAPHS[0] in text
+    for reply in REPLIES:
+        assert reply in text
+    assert "Section 3" not in text
+    assert REPLIES[-1] not in extract(html, params=Params(repeat_related=False))["text"]
+
+
 def test_comments_nested_inside_answers_are_not_posts():
     # Q&A pages: each answer (a repeated post, brought back by the repeated-structure rule past the link lists)
     # carries its own small comment thread, flagged by its class.
