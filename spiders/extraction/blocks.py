@@ -344,8 +344,9 @@ def _select(
             continue  # a photo's caption and credit ("Paris Baguette opened 80 units ... | Photo by L. Jennings")
         selected.append(block)
         announced = params.announced_lists and (listed or announces(block))
-    if params.card_links and spread:
-        selected = bridged_links(blocks, selected, inside_first, inside_end, trust_furniture)
+    if (params.card_links or params.card_names) and spread:
+        names = params.card_names and cards and not product  # a product's own feature links are not cards
+        selected = bridged_links(blocks, selected, inside_first, inside_end, trust_furniture, params.card_links, names)
     if params.placeholder_words:
         selected = without_placeholders(blocks, selected, params.placeholder_words)
     if params.include_headline and article and (not selected or selected[0].index > headline):

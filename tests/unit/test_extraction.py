@@ -960,3 +960,27 @@ def test_a_repeated_run_of_short_lines_is_dropped():
     assert all(paragraph in text for paragraph in PARAGRAPHS)
     assert text.count("Just scoop, shake, go.") == 1
     assert extract(html, params=Params(repeat_run=0))["text"].count("Just scoop, shake, go.") == 2
+
+
+def test_short_lines_of_whole_card_links_are_a_listing_s_text():
+    # A job board whose cards are each one <a> around title, company and place: the long titles count as text,
+    # and the short lines of the same cards are names, kept when written once on the page (a badge on every
+    # card, "Full-Time", is not one). Not on a product's page: its feature links are no cards.
+    jobs = [
+        ("Senior Software Engineer for the payments platform team", "Sticker Mule", "New York, NY"),
+        ("Staff Product Designer working on our mobile and web apps", "Basalt Works", "Lisbon, Portugal"),
+        ("Backend Developer to build data pipelines with Python and Go", "Cinder Labs", "Berlin, Germany"),
+        ("Customer Support Specialist for our enterprise customers", "Dunmore", "Toronto, Canada"),
+        ("Frontend Engineer with React and TypeScript experience wanted", "Ember Health", "Austin, TX"),
+        ("Data Analyst to own dashboards and experiment reporting", "Fjordline", "Oslo, Norway"),
+    ]
+    card = '<li><a href="/jobs/{0}"><div>{1}</div><div>{2}</div><div>{3}</div><div>Full-Time</div></a></li>'
+    cards = "".join(card.format(i, *job) for i, job in enumerate(jobs))
+    html = f"""<html><head><title>Remote jobs | Example</title></head><body><nav><ul>{NAV}</ul></nav>
+    <main><h1>Remote jobs</h1><ul class="jobs">{cards}</ul></main>
+    <footer><p>© 2024 Example. All rights reserved.</p></footer></body></html>"""
+    lines = extract(html)["text"].split("\n")
+    assert jobs[0][0] in lines and "Sticker Mule" in lines and "Oslo, Norway" in lines
+    assert "Full-Time" not in lines
+    without = extract(html, params=Params(card_names=False))["text"].split("\n")
+    assert jobs[0][0] in without and "Sticker Mule" not in without
