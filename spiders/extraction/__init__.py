@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from spiders.encoding import decode_html, repair_mojibake
+from spiders.extraction.article import without_forms
 from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
@@ -89,6 +90,8 @@ def _selected(prepared: Prepared, params: Params | None) -> list[Block]:
     """The blocks of the main text; a discussion's counters ("12", "#3") and repeated badges left out."""
     params = params or Params()
     selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product)
+    if prepared.discussion and params.article_forms and params.form_share:  # "Your Answer", "Post as a guest"
+        selected = without_forms(selected, prepared.blocks, prepared.tree, prepared.headline, params.form_share)
     limit = params.counter_chars
     if prepared.discussion and limit:
         selected = [block for block in selected if not is_counter(block, limit)]

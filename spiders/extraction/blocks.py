@@ -202,7 +202,7 @@ def select_blocks(
         # The "article" holds no running text: an intro line over product cards, a price and a size table, a
         # menu of services. Such a page is spread content whatever its headline says.
         selected, spread, article = select(force_spread=True, cards=cards)
-    if params.article_forms and article and not product and params.form_share:
+    if params.article_forms and not spread and not product and params.form_share:
         selected = without_forms(selected, blocks, tree, headline, params.form_share)
     if params.repeat_run and not spread:
         # Not in spread content: a grid's cards repeat their field labels by design ("Seasons: | 3-season").

@@ -47,7 +47,7 @@ class Params:
     furniture_line_chars: int = 40  # furniture lines shorter than this go, inside the region too (0: off)
     reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
     form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
-    article_forms: bool = True  # ... and so are an article's (sign-up boxes, polls, search fields)
+    article_forms: bool = True  # ... and so are those of any page not spread content, or a discussion (sign-ups, polls)
     placeholder_words: int = 2  # lines of at most this many words ending with "..." twice on the page go (0: off)
     peak_line_cap: float = 1500.0  # a block counts at most this much in the peak density behind the cost (0: off)
     badge_chars: int = 30  # a discussion's short lines (user titles, "Quote") standing in ≥ badge_repeats posts go

@@ -984,3 +984,23 @@ def test_short_lines_of_whole_card_links_are_a_listing_s_text():
     assert "Full-Time" not in lines
     without = extract(html, params=Params(card_names=False))["text"].split("\n")
     assert jobs[0][0] in without and "Sticker Mule" not in without
+
+
+def test_forms_are_interface_on_any_page_not_spread_and_on_a_discussion():
+    # A page that anchors no article (its title matches no heading) but whose text is one region: its <form>s
+    # (a contact box, a reply form) are interface as an article's are. On a discussion (by metadata) the thread's
+    # reply form ("Your Answer", "Post as a guest") goes whatever the selection made of the page.
+    form = """<form action="/answer"><h2>Your Answer</h2><div>Post as a guest</div><label>Email Address</label>
+    <div>By clicking Post Your Answer, you agree to our terms of service.</div></form>"""
+    first, second = ("".join(f"<p>{p}</p>" for p in half) for half in (PARAGRAPHS[:2], PARAGRAPHS[2:]))
+    body = f"""<body><nav><ul>{NAV}</ul></nav><div class="main">{first}{form}{second}</div></body></html>"""
+    html = "<html><head><title>Example Q&amp;A</title></head>" + body
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS) and "Post as a guest" not in text
+    assert "Post as a guest" in extract(html, params=Params(article_forms=False))["text"]
+    # A discussion taken as spread content (its reply form would stay there) still loses it.
+    json_ld = '<script type="application/ld+json">{"@type": "QAPage"}</script>'
+    discussion = html.replace("</title>", "</title>" + json_ld)
+    spread = Params(min_line_words=30)  # every selection reads as too few words per line: spread content
+    assert "Post as a guest" in extract(html, params=spread)["text"]
+    assert "Post as a guest" not in extract(discussion, params=spread)["text"]
