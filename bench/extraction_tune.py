@@ -56,6 +56,8 @@ SEARCH_SPACE = {
     "badge_chars": [0, 20, 30, 40, 50],
     "badge_repeats": [0, 2, 3, 4, 5],
     "counter_chars": [0, 4, 8, 12],
+    # added by round 9
+    "repeat_run": [0, 3, 4, 5, 6],
 }
 
 
