@@ -9,6 +9,7 @@ from operator import sub
 
 from spiders.extraction.article import without_forms
 from spiders.extraction.dom import Block, Tree
+from spiders.extraction.labels import without_labels
 from spiders.extraction.landing import freed_hero
 from spiders.extraction.lines import announces, cell_or_heading, has_cards, without_repeats
 from spiders.extraction.listing import bridged_links
@@ -349,6 +350,8 @@ def _select(
         selected = bridged_links(blocks, selected, inside_first, inside_end, trust_furniture, params.card_links, names)
     if params.placeholder_words:
         selected = without_placeholders(blocks, selected, params.placeholder_words)
+    if params.drop_labels:
+        selected = without_labels(selected)  # "Advertisement", "Share", "Related articles": a widget's name
     if params.include_headline and article and (not selected or selected[0].index > headline):
         selected.insert(0, blocks[headline])  # the article starts with its headline
     return (without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article

@@ -57,3 +57,4 @@ class Params:
     hero: bool = True  # the furniture-named element (a hero "banner") holding the headline is not furniture
     repeat_run: int = 4  # a run of this many selected lines repeating an earlier run goes: slider clones (0: off)
     card_names: bool = True  # spread content of whole-card links: their short lines, once on the page, are text
+    drop_labels: bool = True  # lines that only name a widget ("Advertisement", "Share", "Related articles") go

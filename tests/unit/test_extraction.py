@@ -1004,3 +1004,20 @@ def test_forms_are_interface_on_any_page_not_spread_and_on_a_discussion():
     spread = Params(min_line_words=30)  # every selection reads as too few words per line: spread content
     assert "Post as a guest" in extract(html, params=spread)["text"]
     assert "Post as a guest" not in extract(discussion, params=spread)["text"]
+
+
+def test_widget_labels_and_reading_times_are_not_text():
+    # "Advertisement" over an ad slot, a share row's "Share this:", a "Related articles" label, "5 min read":
+    # each a line of its own inside the story's region, never its text; a sentence holding the words stays.
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="main">
+    <h1>Council approves budget</h1><div>5 min read</div><p>{PARAGRAPHS[0]}</p><div>ADVERTISEMENT</div>
+    <p>{PARAGRAPHS[1]}</p><div>Advertisement</div><p>{PARAGRAPHS[2]}</p>
+    <p>Share this advertisement with your friends if you liked it.</p><p>{PARAGRAPHS[3]}</p>
+    <div>Share this:</div><h3>Related articles</h3></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "Share this advertisement with your friends if you liked it." in text
+    for label in ("5 min read", "ADVERTISEMENT", "\nAdvertisement", "Share this:", "Related articles"):
+        assert label not in text
+    kept = extract(html, params=Params(drop_labels=False))["text"]
+    assert "ADVERTISEMENT" in kept and "5 min read" in kept
