@@ -28,6 +28,7 @@ from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
 from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counter, page_kind
 from spiders.extraction.parse import clip, clip_bytes, parse_html
+from spiders.extraction.shop import hide_screen_reader_text
 from spiders.extraction.title import find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]
@@ -72,7 +73,7 @@ def _headline_index(blocks: list[Block], title: str | None) -> int | None:
     return None
 
 
-def prepare(html: str) -> Prepared:
+def prepare(html: str, params: Params | None = None) -> Prepared:
     """Parse ``html`` and cut it into blocks; read title and metadata date first (linearising prunes <head>)."""
     html = clip(html)  # an oversized page's metadata is scanned no further than it is parsed
     document = parse_html(html)
@@ -81,6 +82,8 @@ def prepare(html: str) -> Prepared:
     title = find_title(document) or None
     published = find_published(document, source=html)
     kind = page_kind(html)
+    if kind == PRODUCT and (params or Params()).screen_reader_text:
+        hide_screen_reader_text(document)  # "Regular price", "Unit price", "Vendor:" on a shop's every price
     blocks, tree = linearise(document)
     headline = _headline_index(blocks, title)
     return Prepared(blocks, tree, title, headline, published, kind == PRODUCT, kind == DISCUSSION)
@@ -114,7 +117,7 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
     """
     if isinstance(html, bytes | bytearray):
         html, _ = decode_html(clip_bytes(bytes(html)))
-    prepared = prepare(html or "")
+    prepared = prepare(html or "", params)
     selected = _selected(prepared, params)
     published = prepared.published
     if published is None and selected:  # no metadata: look for a dated byline around the start of the text

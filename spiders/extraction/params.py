@@ -46,6 +46,8 @@ class Params:
     drop_bylines: bool = True  # lines inside a byline (class/id) are not the text of an article or a post
     furniture_line_chars: int = 40  # furniture lines shorter than this go, inside the region too (0: off)
     reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
+    product_headline: bool = True  # ... and its selected text starts at its headline, when that is selected
+    screen_reader_text: bool = True  # ... and its screen-reader-only labels (sr-only: "Regular price") go
     form_share: float = 0.25  # ... and its <form>s holding at most this share of its text are interface (0: off)
     article_forms: bool = True  # ... and so are those of any page not spread content, or a discussion (sign-ups, polls)
     placeholder_words: int = 2  # lines of at most this many words ending with "..." twice on the page go (0: off)

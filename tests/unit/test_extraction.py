@@ -136,6 +136,36 @@ def test_a_product_pages_forms_are_its_interface():
     assert all(paragraph in extract(PRODUCT_HEAD + wrapped)["text"] for paragraph in PARAGRAPHS)
 
 
+def test_a_product_pages_screen_reader_labels_are_not_shown():
+    # A shop labels its prices and controls for screen readers only ("Regular price", "Sale price", "Unit price"):
+    # the framework's class (sr-only, visually-hidden, screen-reader-text) clips them out of sight. On a product's
+    # page (by metadata) they go; a breakpoint that shows them again ("md:not-sr-only") keeps them.
+    price = """<div class="price"><span class="visually-hidden">Regular price</span>
+    <span class="sr-only">Sale price</span> $179.00 <span class="screen-reader-text">Unit price per</span></div>"""
+    body = f"""<body><div class="product"><h1>Wool Runner</h1>{price}
+    {"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div></body></html>"""
+    text = extract(PRODUCT_HEAD + body)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "$179.00" in text
+    assert "Regular price" not in text and "Sale price" not in text and "Unit price" not in text
+    assert "Regular price" in extract(PRODUCT_HEAD + body, params=Params(screen_reader_text=False))["text"]
+    shown = body.replace('class="sr-only"', 'class="sr-only md:not-sr-only"')
+    assert "Sale price" in extract(PRODUCT_HEAD + shown)["text"]
+    article_head = PRODUCT_HEAD.replace('content="product"', 'content="article"')
+    assert "Regular price" in extract(article_head + body)["text"]  # not a product's page: the rule is off
+
+
+def test_a_product_pages_text_starts_at_its_name():
+    # Above a product's name: the shop's header, a promotion, the seller's badge, in the product's container.
+    header = "<p>The Professional's Source Since 1973</p><p>Ask Our Experts 212-444-6615 any day of the week</p>"
+    body = f"""<body><div class="page">{header}<h1>Wool Runner</h1>
+    {"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div></body></html>"""
+    text = extract(PRODUCT_HEAD + body)["text"]
+    assert text.startswith("Wool Runner")
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "Ask Our Experts" in extract(PRODUCT_HEAD + body, params=Params(product_headline=False))["text"]
+
+
 def test_closed_dialogs_and_modals_are_not_shown():
     # A shop's refund and privacy policies wait in modals (aria-modal) at the end of the page, opened by a footer
     # link: long text, which a region reaching the footer would take. A <dialog> without "open" is not rendered.
