@@ -121,3 +121,11 @@ def test_repair_mojibake_fixes_marked_lines_and_keeps_sound_ones() -> None:
 def test_repair_mojibake_returns_clean_text_unchanged() -> None:
     for text in ("plain ascii", "Zażółć gęślą jaźń", "Ελληνικά", "Привет", "¿Qué?"):
         assert repair_mojibake(text) is text
+
+
+def test_repair_mojibake_stops_after_its_budget_of_marked_text():
+    # ftfy reads about a million characters a second: a hostile page's megabytes of marked lines are not all
+    # repaired (the first ones are, the rest stay as written), so no page takes seconds.
+    mangled = _served_twice("Don’t panic, it’s fine.", "cp1252")
+    lines = repair_mojibake("\n".join([mangled] * 20_000)).split("\n")
+    assert lines[0] == "Don’t panic, it’s fine." and lines[-1] == mangled
