@@ -276,9 +276,16 @@ def test_forum_thread_keeps_every_post_but_not_the_navigation():
     # article's comment section, whose items differ from the article's own container). The link lists between
     # posts cut the dense region after the first post: only the repeated-structure rule brings the replies back.
     posts = "".join(_post(f"user{i}", text) for i, text in enumerate([PARAGRAPHS[0], *REPLIES]))
-    html = f"""<html class="has-sidebar uix_hasCrumbs"><head><title>Sync stopped working | Example Forums</title></head>
+    _assert_whole_thread(_thread_page(posts, html_class=' class="has-sidebar uix_hasCrumbs"'))
+
+
+def _thread_page(posts: str, html_class: str = "") -> str:
+    return f"""<html{html_class}><head><title>Sync stopped working | Example Forums</title></head>
     <body><nav><ul>{NAV}</ul></nav><h1>Sync stopped working</h1><div class="thread">{posts}</div>
     <aside class="sidebar"><ul>{NAV}</ul></aside></body></html>"""
+
+
+def _assert_whole_thread(html: str) -> None:
     text = extract(html)["text"]
     assert PARAGRAPHS[0] in text
     for reply in REPLIES:
@@ -292,14 +299,8 @@ def test_a_threads_first_post_with_extra_classes_still_finds_the_replies():
     # one another's make items of the same kind.
     first = _post("user0", PARAGRAPHS[0]).replace('class="message"', 'class="message message-threadStarterPost"', 1)
     replies = "".join(_post(f"user{i + 1}", text) for i, text in enumerate(REPLIES))
-    html = f"""<html><head><title>Sync stopped working | Example Forums</title></head>
-    <body><nav><ul>{NAV}</ul></nav><h1>Sync stopped working</h1><div class="thread">{first}{replies}</div>
-    <aside class="sidebar"><ul>{NAV}</ul></aside></body></html>"""
-    text = extract(html)["text"]
-    assert PARAGRAPHS[0] in text
-    for reply in REPLIES:
-        assert reply in text
-    assert "Section 3" not in text
+    html = _thread_page(first + replies)
+    _assert_whole_thread(html)
     assert REPLIES[-1] not in extract(html, params=Params(repeat_related=False))["text"]
 
 
