@@ -27,8 +27,7 @@ from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
 from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counter, page_kind
-from spiders.extraction.parse import clip, clip_bytes, parse_html
-from spiders.extraction.shop import hide_screen_reader_text
+from spiders.extraction.parse import clip, clip_bytes, hide_screen_reader_text, parse_html
 from spiders.extraction.title import find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]

@@ -9,7 +9,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from spiders.extraction.markup import VOID_TAGS, element_names
 
-__all__ = ["clip", "clip_bytes", "parse_html", "prune"]
+__all__ = ["clip", "clip_bytes", "hide_screen_reader_text", "parse_html", "prune"]
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 
@@ -197,3 +197,18 @@ def prune(document: LexborHTMLParser, panels: list[LexborNode] | None = None) ->
     for element in anchors:
         element.unwrap()
     return True
+
+
+# Text the common frameworks show to screen readers only (Bootstrap's "sr-only" and "visually-hidden", the
+# HTML5 Boilerplate's "visuallyhidden", WordPress's "screen-reader-text"): clipped to one pixel, never seen. A shop
+# labels every price, badge and control so ("Regular price", "Sale price", "Unit price", "Vendor:", "More
+# information"); unless a breakpoint shows it again (Tailwind's "md:not-sr-only").
+_SCREEN_READER_ONLY = ".sr-only, .visually-hidden, .visuallyhidden, .screen-reader-text"
+
+
+def hide_screen_reader_text(document: LexborHTMLParser) -> None:
+    """Detach the screen-reader-only elements of a product's page (one CSS query, in C)."""
+    for element in document.css(_SCREEN_READER_ONLY):
+        # Never the page itself (a misused class on <body>), nor what a breakpoint shows again.
+        if element.tag not in ("html", "body") and "not-sr-only" not in (element.attributes.get("class") or ""):
+            element.remove(recursive=False)

@@ -9,7 +9,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from spiders.extraction.dom import Block, Tree
 
-__all__ = ["REVIEW_WORDS", "form_lines", "hide_screen_reader_text", "is_product", "review_lines", "reviews_line"]
+__all__ = ["REVIEW_WORDS", "form_lines", "is_product", "review_lines", "reviews_line"]
 
 # The page declares itself a product: Open Graph ``og:type`` "product", JSON-LD ``"@type": "Product"`` or
 # microdata ``itemtype=".../Product"``. Substring tests first (a regex scan of a whole page costs milliseconds).
@@ -101,18 +101,3 @@ def form_lines(blocks: list[Block], tree: Tree, headline: int | None, max_share:
         if headline not in members and sum(blocks[b].chars for b in members) <= max_share * total:
             inside.update(members)
     return inside
-
-
-# Text the common frameworks show to screen readers only (Bootstrap's "sr-only" and "visually-hidden", the
-# HTML5 Boilerplate's "visuallyhidden", WordPress's "screen-reader-text"): clipped to one pixel, never seen. A shop
-# labels every price, badge and control so ("Regular price", "Sale price", "Unit price", "Vendor:", "More
-# information"); unless a breakpoint shows it again (Tailwind's "md:not-sr-only").
-_SCREEN_READER_ONLY = ".sr-only, .visually-hidden, .visuallyhidden, .screen-reader-text"
-
-
-def hide_screen_reader_text(document: LexborHTMLParser) -> None:
-    """Detach the screen-reader-only elements of a product's page (one CSS query, in C)."""
-    for element in document.css(_SCREEN_READER_ONLY):
-        # Never the page itself (a misused class on <body>), nor what a breakpoint shows again.
-        if element.tag not in ("html", "body") and "not-sr-only" not in (element.attributes.get("class") or ""):
-            element.remove(recursive=False)
