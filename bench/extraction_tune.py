@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     space = {k: v for k, v in SEARCH_SPACE.items() if not args.only or k in args.only.split(",")}
 
     tune_fold = "holdout" if args.swap else "tune"
-    pages = [(page, prepare(decode_html(page.body)[0])) for page in load_pages(args.data)]
+    pages = [(page, prepare(decode_html(page.body)[0], url=page.url or None)) for page in load_pages(args.data)]
     tuning = [(p, prep) for p, prep in pages if site_fold(p.site) == tune_fold]
     held_out = [(p, prep) for p, prep in pages if site_fold(p.site) != tune_fold]
     print(f"{len(tuning)} tuning pages, {len(held_out)} held-out pages (sites never in both)")

@@ -19,6 +19,7 @@ The pipeline, in one pass each (see README.md in this folder for the reasoning a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import TypedDict
 
 from spiders.encoding import decode_html, repair_mojibake
@@ -27,6 +28,7 @@ from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
 from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counter, page_kind
+from spiders.extraction.links import Site, page_site, unknown_site
 from spiders.extraction.parse import clip, clip_bytes, hide_screen_reader_text, parse_html
 from spiders.extraction.title import find_title
 
@@ -50,6 +52,7 @@ class Prepared:
     published: str | None  # from metadata; None when the page has none
     product: bool = False  # the page's metadata declares a product (og:type, JSON-LD, microdata)
     discussion: bool = False  # ... or a forum thread or Q&A page (schema.org DiscussionForumPosting, QAPage)
+    site: Site = unknown_site  # the page's registrable domain (its URL, canonical link or og:url), when known
 
 
 def _headline_index(blocks: list[Block], title: str | None) -> int | None:
@@ -72,8 +75,9 @@ def _headline_index(blocks: list[Block], title: str | None) -> int | None:
     return None
 
 
-def prepare(html: str, params: Params | None = None) -> Prepared:
-    """Parse ``html`` and cut it into blocks; read title and metadata date first (linearising prunes <head>)."""
+def prepare(html: str, params: Params | None = None, url: str | None = None) -> Prepared:
+    """Parse ``html`` and cut it into blocks; read title and metadata date first (linearising prunes <head>).
+    ``url`` (else the page's canonical link or og:url) tells links to the page's own site from others."""
     html = clip(html)  # an oversized page's metadata is scanned no further than it is parsed
     document = parse_html(html)
     if document is None:
@@ -85,13 +89,14 @@ def prepare(html: str, params: Params | None = None) -> Prepared:
         hide_screen_reader_text(document)  # "Regular price", "Unit price", "Vendor:" on a shop's every price
     blocks, tree = linearise(document)
     headline = _headline_index(blocks, title)
-    return Prepared(blocks, tree, title, headline, published, kind == PRODUCT, kind == DISCUSSION)
+    site = cache(partial(page_site, html, url))
+    return Prepared(blocks, tree, title, headline, published, kind == PRODUCT, kind == DISCUSSION, site)
 
 
 def _selected(prepared: Prepared, params: Params | None) -> list[Block]:
     """The blocks of the main text; a discussion's counters ("12", "#3") and repeated badges left out."""
     params = params or Params()
-    selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product)
+    selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product, prepared.site)
     if prepared.discussion and params.article_forms and params.form_share:  # "Your Answer", "Post as a guest"
         selected = without_forms(selected, prepared.blocks, prepared.tree, prepared.headline, params.form_share)
     limit = params.counter_chars
@@ -110,13 +115,14 @@ def select_and_join(prepared: Prepared, params: Params | None = None) -> str:
 def extract(html: str | bytes, url: str | None = None, *, params: Params | None = None) -> Extracted:
     """Extract a page's main text, title and publication date.
 
-    ``html`` is the page as text, or as raw bytes (decoded by :func:`spiders.encoding.decode_html`). ``url`` is
-    accepted for callers' convenience; the result never depends on which site a page comes from.
+    ``html`` is the page as text, or as raw bytes (decoded by :func:`spiders.encoding.decode_html`). ``url`` (or,
+    without it, the page's canonical link) only tells links to the page's own site from links elsewhere; no
+    rule depends on which site a page comes from.
     Never raises on malformed input: a page without text gives ``{"text": "", "title": None, "published": None}``.
     """
     if isinstance(html, bytes | bytearray):
         html, _ = decode_html(clip_bytes(bytes(html)))
-    prepared = prepare(html or "", params)
+    prepared = prepare(html or "", params, url)
     selected = _selected(prepared, params)
     published = prepared.published
     if published is None and selected:  # no metadata: look for a dated byline around the start of the text

@@ -12,6 +12,7 @@ from spiders.extraction.dom import Block, Tree
 from spiders.extraction.labels import without_labels
 from spiders.extraction.landing import freed_hero
 from spiders.extraction.lines import announces, cell_or_heading, has_cards, without_repeats
+from spiders.extraction.links import Site, links_elsewhere, unknown_site
 from spiders.extraction.listing import bridged_links
 from spiders.extraction.markup import WORDS
 from spiders.extraction.params import Params
@@ -125,11 +126,11 @@ _COMMENT_WORDS = ("comment", "коммент", "komentar", "kommentar", "σχό�
 
 
 def _before_comments(
-    blocks: list[Block], values: list[float], span: tuple[int, int], params: Params
+    blocks: list[Block], values: list[float], span: tuple[int, int], params: Params, tree: Tree, site: Site
 ) -> tuple[int, int]:
     """End an article's region at the short line announcing its comments ("13 Comment(s)", "Комментарии (4)"),
     when at least ``comments_share`` of the region's value comes before it; or at a linked heading (the first of
-    a teaser list) when half of it does."""
+    a teaser list) when half of it does, unless the heading links off the site ``site`` or to itself."""
     start, end = span
     total = sum(v for v in values[start:end] if v > 0)
     before = 0.0
@@ -137,7 +138,8 @@ def _before_comments(
         block = blocks[i]
         # Not a list item: a tab or menu entry "Comments (0)" can sit above the text.
         if i > start and before >= params.comments_share * total:
-            if block.heading and block.link_density >= 0.8 and before >= 0.5 * total:
+            teaser = block.heading and block.link_density >= 0.8 and before >= 0.5 * total
+            if teaser and not (params.offsite_headings and links_elsewhere(tree, block.element, site())):
                 return (start, i)
             if block.chars <= 40 and block.tag != "li":
                 lowered = block.text.lower()
@@ -179,18 +181,20 @@ def select_blocks(
     params: Params | None = None,
     headline: int | None = None,
     product: bool = False,
+    site: Site = unknown_site,
 ) -> list[Block]:
     """Return the main-text blocks in document order (empty when the page has no text).
 
     ``tree`` is the page's element tree the blocks point into; ``headline`` is the index of the block holding
-    the page's confirmed title, if any; ``product`` says the page's metadata declares a product."""
+    the page's confirmed title, if any; ``product`` says the page's metadata declares a product; ``site`` gives the
+    page's registrable domain, or None when unknown (links to it are the site's own; called only when needed)."""
     params = params or Params()
     if not blocks:
         return []
     if params.hero:
         blocks = freed_hero(blocks, tree, headline, params.furniture_max_share)
     reviews = review_lines(blocks) if product and params.reviews_cut else []
-    select = partial(_select, blocks, tree, params, headline, product=product, reviews=reviews)
+    select = partial(_select, blocks, tree, params, headline, product=product, reviews=reviews, site=site)
     selected, spread, article = select(force_spread=False)
     cards = False
     if params.card_chars and not article and has_cards(blocks, params.card_chars):
@@ -237,6 +241,7 @@ def _select(
     cards: bool = False,
     product: bool = False,
     reviews: list[int] | None = None,
+    site: Site = unknown_site,
 ) -> tuple[list[Block], bool, bool]:
     """The block selection proper; also says whether the page was taken as spread content and whether as an
     article under its headline."""
@@ -283,7 +288,7 @@ def _select(
     if params.end_ratio and not spread and not (product and stop < len(blocks)):
         span = _article_end(blocks, values, cost, span, params)
     if params.comments_cut and article:
-        span = _before_comments(blocks, values, span, params)
+        span = _before_comments(blocks, values, span, params, tree, site)
     container = _container(blocks, values, span, tree, params)
     inside_first, inside_end = container, tree.end[container]
     if spread:
@@ -297,6 +302,18 @@ def _select(
             # are the page's other boxes (teasers, most commented, sidebars), not posts of one thread.
             posts = None
     owners = [owner(posts, starts, block.element) for block in blocks] if posts else []
+
+    def long_link(block: Block, in_region: bool, furniture: bool) -> bool:
+        """A linked line that is text: long, not furniture, in spread content or in the region; in an article
+        under its headline only if less linked than ``article_link_max`` (a teaser's title is all link) or a
+        heading linking off the site or to itself (a round-up's product linked to a shop, a permalink)."""
+        if furniture or block.chars < params.region_link_chars:
+            return False
+        if spread or (in_region and (not article or block.link_density < params.article_link_max)):
+            return True
+        off_site = in_region and block.heading and params.offsite_headings
+        return bool(off_site and links_elsewhere(tree, block.element, site()))
+
     # A post's own running text outside furniture: where a post has some, its furniture is something nested in
     # it (the comments under an answer, a signature box), not the post; forums that call every post a "comment"
     # have none, and keep all of theirs.
@@ -325,15 +342,7 @@ def _select(
             continue
         # A list the text announces is part of it, links or not (the courses, tools, sources it names).
         listed, announced = announced and block.tag == "li" and not furniture, False
-        if (
-            block.link_density > params.link_density_max
-            and not listed
-            and not (
-                ((in_region and (not article or block.link_density < params.article_link_max)) or spread)
-                and block.chars >= params.region_link_chars
-                and not furniture
-            )
-        ):
+        if block.link_density > params.link_density_max and not listed and not long_link(block, in_region, furniture):
             continue
         if furniture and not in_region:
             continue

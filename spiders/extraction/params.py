@@ -60,3 +60,4 @@ class Params:
     repeat_run: int = 4  # a run of this many selected lines repeating an earlier run goes: slider clones (0: off)
     card_names: bool = True  # spread content of whole-card links: their short lines, once on the page, are text
     drop_labels: bool = True  # lines that only name a widget ("Advertisement", "Share", "Related articles") go
+    offsite_headings: bool = True  # a linked heading ends an article only when it links to another page of the site

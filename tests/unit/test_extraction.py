@@ -8,6 +8,7 @@ import pytest
 
 from spiders.extraction import Params, extract, prepare
 from spiders.extraction.dates import parse_date
+from spiders.extraction.links import page_site
 
 pytestmark = pytest.mark.unit
 
@@ -468,6 +469,38 @@ def test_article_ends_at_a_linked_teaser_heading():
     assert PARAGRAPHS[-1] in text
     assert COMMENTS[0] not in text
     assert "Another story" not in text
+
+
+@pytest.mark.parametrize(
+    ("href", "url"),
+    [
+        ("https://www.amazon.com/dp/B0BLXGJ27V/", "https://www.example.com/best-ovens"),  # a shop
+        ("https://amzn.to/2SohRBY", None),  # the page's own address from its canonical link
+        ("#oven-3", None),  # a permalink to the heading itself
+    ],
+)
+def test_heading_linking_off_the_site_does_not_end_the_article(href: str, url: str | None) -> None:
+    # A round-up: the story, then the products, each under a heading linking to a shop (or to itself). They
+    # come after half of the article's value, where a heading linking to another page of the site would end it
+    # (the first of a teaser list, below): the products, their names too, are the article's text.
+    oven = "Maker's countertop oven number {}"
+    products = "".join(f'<h3><a href="{href}">{oven.format(i)}</a></h3><p>{p}</p>' for i, p in enumerate(COMMENTS[:3]))
+    html = f"""<html><head><title>The best ovens</title>
+    <link rel="canonical" href="https://www.example.com/best-ovens"></head><body><div class="page">
+    <div><h1>The best ovens</h1>{"".join(f"<p>{p}</p>" for p in PARAGRAPHS + COMMENTS[4:])}</div>
+    <div>{products}</div><div><h3><a href="/s9">Another story</a></h3><p>{COMMENTS[3]}</p></div></div></body></html>"""
+    text = extract(html, url=url)["text"]
+    assert PARAGRAPHS[-1] in text and COMMENTS[2] in text and oven.format(2) in text
+    assert "Another story" not in text
+    assert COMMENTS[0] not in extract(html, url=url, params=Params(offsite_headings=False))["text"]
+
+
+def test_page_site_from_url_canonical_link_or_og_url() -> None:
+    canonical = '<head><link href="https://news.example.co.uk/a" rel="canonical"></head>'
+    assert page_site(canonical, None) == "example.co.uk"
+    assert page_site(canonical, "https://www.other.org/a") == "other.org"  # the caller's address first
+    assert page_site("<meta property='og:url' content='http://blog.example.com/p/1'>", None) == "example.com"
+    assert page_site("<link rel=stylesheet href='https://cdn.example.net/a.css'>", None) is None
 
 
 def test_short_story_under_a_long_comment_thread():
