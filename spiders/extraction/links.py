@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from messaging.domains import InvalidDomain, domain_of
 from spiders.extraction.dom import Tree
@@ -52,8 +53,9 @@ def page_site(html: str, url: str | None) -> str | None:
 
 
 def _points_here(href: str, site: str | None) -> bool:
-    """Whether a link leads to another page of the site: relative links do; absolute ones when the domain is
-    the page's (or when the page's domain is unknown); in-page anchors and other schemes do not."""
+    """Whether a link leads to another page of the site: relative links do; absolute ones when their host is the
+    page's registrable domain or under it (or when that is unknown); in-page anchors and other schemes do not.
+    A host's own domain is never looked up: one suffix test per link, whatever the number of distinct hosts."""
     href = href.strip()
     if not href or href.startswith("#"):
         return False
@@ -62,9 +64,10 @@ def _points_here(href: str, site: str | None) -> bool:
         if site is None:
             return True
         try:
-            return domain_of(href if not href.startswith("//") else "http:" + href) == site
-        except InvalidDomain:
+            host = (urlsplit(href).hostname or "").rstrip(".")
+        except ValueError:
             return False
+        return host == site or host.endswith("." + site)
     return ":" not in href.split("/", 1)[0]  # mailto:, javascript:, tel: are not pages
 
 
