@@ -28,6 +28,8 @@ from spiders.extraction.blocks import Params, select_blocks
 from spiders.extraction.dates import find_published
 from spiders.extraction.dom import Block, Tree, linearise
 from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counter, page_kind
+from spiders.extraction.labels import is_byline_line, is_dated_label
+from spiders.extraction.lines import without_adjacent_repeats
 from spiders.extraction.links import Site, page_site, unknown_site
 from spiders.extraction.parse import clip, clip_bytes, hide_screen_reader_text, parse_html
 from spiders.extraction.title import find_title
@@ -104,6 +106,12 @@ def _selected(prepared: Prepared, params: Params | None) -> list[Block]:
         selected = [block for block in selected if not is_counter(block, limit)]
     if prepared.discussion and params.badge_repeats:
         selected = drop_badges(selected, params.badge_chars, params.badge_repeats)
+    if params.byline_lines:  # "Written by Maya Perez", "Reviewed by …": a byline without a byline class
+        selected = [block for block in selected if not is_byline_line(block)]
+    if params.dated_labels:  # "Updated October 23, 2025", "Published on: May 2, 2024"
+        selected = [block for block in selected if not is_dated_label(block)]
+    if params.adjacent_repeats:
+        selected = without_adjacent_repeats(selected)
     return selected
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from spiders.extraction.dom import Block
 from spiders.extraction.markup import WORDS
 
-__all__ = ["announces", "cell_or_heading", "has_cards", "without_repeats"]
+__all__ = ["announces", "cell_or_heading", "has_cards", "without_adjacent_repeats", "without_repeats"]
 
 
 def has_cards(blocks: list[Block], min_chars: int) -> bool:
@@ -33,5 +35,17 @@ def without_repeats(selected: list[Block], min_chars: int) -> list[Block]:
             if block.text in seen:
                 continue
             seen.add(block.text)
+        kept.append(block)
+    return kept
+
+
+def without_adjacent_repeats(selected: list[Block]) -> list[Block]:
+    """Drop a line that repeats the selected line just before it: a layout's desktop and mobile copies ("Save 15%"
+    · "Save 15%"), an event's date printed twice, a "Read More" per teaser. Not a table cell (a table repeats its
+    values one cell at a time), not a line without letters (a chart's "60%" · "60%")."""
+    kept = selected[:1]
+    for previous, block in pairwise(selected):
+        if block.text == previous.text and block.tag not in ("td", "th") and any(c.isalpha() for c in block.text):
+            continue
         kept.append(block)
     return kept

@@ -61,3 +61,6 @@ class Params:
     card_names: bool = True  # spread content of whole-card links: their short lines, once on the page, are text
     drop_labels: bool = True  # lines that only name a widget ("Advertisement", "Share", "Related articles") go
     offsite_headings: bool = True  # a linked heading ends an article only when it links to another page of the site
+    adjacent_repeats: bool = True  # a selected line repeating the line just before it goes (desktop/mobile copies)
+    byline_lines: bool = True  # lines that are only a byline by their words go ("Written by …", "Reviewed by …")
+    dated_labels: bool = True  # lines that are a date's label and the date go ("Updated October 23, 2025")

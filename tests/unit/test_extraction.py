@@ -1085,3 +1085,64 @@ def test_widget_labels_and_reading_times_are_not_text():
         assert label not in text
     kept = extract(html, params=Params(drop_labels=False))["text"]
     assert "ADVERTISEMENT" in kept and "5 min read" in kept
+
+
+def test_a_line_repeating_the_line_just_before_it_is_dropped():
+    # A layout's desktop and mobile copies of one card ("Save 15%" twice); a table's repeated cells and a chart's
+    # letterless values stay.
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="main">
+    <h1>Council approves budget</h1><p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p>
+    <div class="card"><p class="desktop">Save 15% on the annual plan</p>
+    <p class="mobile">Save 15% on the annual plan</p></div>
+    <p>{PARAGRAPHS[2]}</p><p>60%</p><p>60%</p><p>{PARAGRAPHS[3]}</p>
+    <table><tr><td>Yes</td><td>Yes</td></tr></table></div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert text.count("Save 15% on the annual plan") == 1
+    assert text.count("60%") == 2 and text.count("Yes") == 2
+    kept = extract(html, params=Params(adjacent_repeats=False))["text"]
+    assert kept.count("Save 15% on the annual plan") == 2
+
+
+def test_byline_lines_are_dropped_by_their_words():
+    # "Written by …", "Reviewed by …" without a byline class; a sentence that starts the same way stays.
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="main">
+    <h1>Council approves budget</h1><div>Written by Jane Doe</div><div>Medically reviewed by: Dr. John Roe, MD</div>
+    <p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p><p>{PARAGRAPHS[2]}</p><p>{PARAGRAPHS[3]}</p>
+    <p>Written by hand in 1802, the original charter is kept in the city archive for visitors.</p>
+    </div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "Written by Jane Doe" not in text and "Dr. John Roe" not in text
+    assert "Written by hand in 1802" in text
+    kept = extract(html, params=Params(byline_lines=False))["text"]
+    assert "Written by Jane Doe" in kept
+
+
+def test_a_dates_label_and_date_on_one_line_are_dropped():
+    # "Updated October 23, 2025", "Published on: February 14, 2025" under the headline; a sentence that opens
+    # with "Published" stays, and so does a label without a digit after it.
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="main">
+    <h1>Council approves budget</h1><div>Updated October 23, 2025</div><div>Published on: February 14, 2025</div>
+    <p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p><p>{PARAGRAPHS[2]}</p><p>{PARAGRAPHS[3]}</p>
+    <p>Published in 1802, the original charter is kept in the city archive for visitors to read.</p>
+    </div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    assert "October 23, 2025" not in text and "February 14, 2025" not in text
+    assert "Published in 1802" in text
+    kept = extract(html, params=Params(dated_labels=False))["text"]
+    assert "Updated October 23, 2025" in kept
+
+
+def test_teaser_list_and_feedback_widget_labels_are_not_text():
+    # "You may also like", "Up Next", "Was this page helpful?" on lines of their own after the story.
+    html = f"""<html><head><title>Council approves budget</title></head><body><div class="main">
+    <h1>Council approves budget</h1><p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p><p>{PARAGRAPHS[2]}</p>
+    <p>{PARAGRAPHS[3]}</p><div>Was this page helpful?</div><h3>You May Also Like</h3><div>Up Next</div>
+    </div></body></html>"""
+    text = extract(html)["text"]
+    assert all(paragraph in text for paragraph in PARAGRAPHS)
+    for label in ("Was this page helpful?", "You May Also Like", "Up Next"):
+        assert label not in text
+    assert "You May Also Like" in extract(html, params=Params(drop_labels=False))["text"]
