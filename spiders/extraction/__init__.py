@@ -86,8 +86,9 @@ def prepare(html: str, params: Params | None = None, url: str | None = None) -> 
         return Prepared(blocks=[], tree=Tree(), title=None, headline=None, published=None)
     title = find_title(document) or None
     published = find_published(document, source=html)
-    kind = page_kind(html)
-    if kind == PRODUCT and (params or Params()).screen_reader_text:
+    params = params or Params()
+    kind = page_kind(html, params.offered_products)
+    if kind == PRODUCT and params.screen_reader_text:
         hide_screen_reader_text(document)  # "Regular price", "Unit price", "Vendor:" on a shop's every price
     blocks, tree = linearise(document)
     headline = _headline_index(blocks, title)

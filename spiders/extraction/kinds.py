@@ -23,9 +23,10 @@ def is_discussion(html: str) -> bool:
     return any(name in html for name in _DISCUSSION_TYPES)  # two substring scans: 0.1 ms for the median page
 
 
-def page_kind(html: str) -> str:
-    """``PRODUCT``, ``DISCUSSION`` or "" (an article, a listing, anything else), from the page's metadata."""
-    if is_product(html):
+def page_kind(html: str, offered: bool = True) -> str:
+    """``PRODUCT``, ``DISCUSSION`` or "" (an article, a listing, anything else), from the page's metadata
+    (``offered``: see :func:`~spiders.extraction.shop.is_product`)."""
+    if is_product(html, offered):
         return PRODUCT
     if is_discussion(html):
         return DISCUSSION

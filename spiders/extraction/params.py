@@ -45,6 +45,7 @@ class Params:
     card_links: bool = True  # spread content: a short link between two kept lines is a line of the same card
     drop_bylines: bool = True  # lines inside a byline (class/id) are not the text of an article or a post
     furniture_line_chars: int = 40  # furniture lines shorter than this go, inside the region too (0: off)
+    offered_products: bool = True  # a page typed "article" whose one JSON-LD Product has an Offer is a product's
     reviews_cut: bool = True  # a product's page (by metadata) ends at a line announcing reviews, not at a valley
     product_headline: bool = True  # ... and its selected text starts at its headline, when that is selected
     screen_reader_text: bool = True  # ... and its screen-reader-only labels (sr-only: "Regular price") go

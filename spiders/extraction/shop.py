@@ -17,6 +17,7 @@ _OG_TYPE = re.compile(
     r"""og:type["']\s+content\s*=\s*["']([\w.]*)|content\s*=\s*["']([\w.]*)["']\s+property\s*=\s*["']og:type"""
 )
 _JSON_LD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"Product"')
+_JSON_LD_OFFER = re.compile(r'"@type"\s*:\s*"Offer"')
 
 # "Reviews", "Customer reviews (12)", "Avis clients", "Bewertungen", "Opiniones": on a product's page a short line
 # holding one of these announces the buyers' reviews, the shop's comments.
@@ -26,16 +27,19 @@ REVIEW_WORDS = ("review", "avis", "bewertung", "opinion", "recensi", "rezension"
 _REVIEW = re.compile("|".join(REVIEW_WORDS), re.IGNORECASE)
 
 
-def is_product(html: str) -> bool:
+def is_product(html: str, offered: bool = True) -> bool:
     """Whether the page's metadata says it is a product's page: Open Graph type "product" (not "product.group", a
     category), or a JSON-LD / microdata Product on a page whose Open Graph type is not "article" (a review of the
-    product, or a blog post marked up for rich results)."""
+    product, or a blog post marked up for rich results) — or, with ``offered``, is "article" but whose one JSON-LD
+    Product is for sale (an ``Offer``: WooCommerce's SEO plugins type every product's page "article")."""
     kind, at = "", html.find("og:type")
     if at >= 0:
         og_type = _OG_TYPE.search(html, max(0, at - 80), at + 80)
         kind = (og_type.group(1) or og_type.group(2) or "").lower() if og_type is not None else ""
     if kind in ("product", "product.item"):
         return True
+    if kind == "article" and offered and '"Offer"' in html:  # one product for sale, not a category's grid
+        return len(_JSON_LD_PRODUCT.findall(html)) == 1 and _JSON_LD_OFFER.search(html) is not None
     if kind in ("article", "product.group"):
         return False
     if 'schema.org/Product"' in html or "schema.org/Product'" in html:  # microdata's itemtype

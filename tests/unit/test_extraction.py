@@ -156,6 +156,23 @@ def test_a_product_pages_screen_reader_labels_are_not_shown():
     assert "Regular price" in extract(article_head + body)["text"]  # not a product's page: the rule is off
 
 
+def test_a_product_for_sale_on_a_page_typed_article_is_a_products_page():
+    # WooCommerce's SEO plugins type every product's page Open Graph "article"; its JSON-LD still declares one
+    # Product with an Offer. A blog post marked up with a Product (no Offer) or a grid of several stays no product.
+    price = '<div class="price"><span class="screen-reader-text">Regular price</span> $179.00</div>'
+    body = f"""<body><div class="product"><h1>Wool Runner</h1>{price}
+    {"".join(f"<p>{p}</p>" for p in PARAGRAPHS)}</div></body></html>"""
+    offer = '{"@type": "Product", "name": "Wool Runner", "offers": {"@type": "Offer", "price": "179.00"}}'
+    head = f"""<html><head><title>Wool Runner | Example Shop</title><meta property="og:type" content="article">
+    <script type="application/ld+json">{offer}</script></head>"""
+    text = extract(head + body)["text"]
+    assert "$179.00" in text and "Regular price" not in text
+    assert "Regular price" in extract(head + body, params=Params(offered_products=False))["text"]
+    assert "Regular price" in extract(head.replace('"Offer"', '"Rating"') + body)["text"]  # no offer: a review
+    grid = head.replace(offer, f"[{offer}, {offer}]")
+    assert "Regular price" in extract(grid + body)["text"]  # two products on sale: a category's grid
+
+
 def test_a_product_pages_text_starts_at_its_name():
     # Above a product's name: the shop's header, a promotion, the seller's badge, in the product's container.
     header = "<p>The Professional's Source Since 1973</p><p>Ask Our Experts 212-444-6615 any day of the week</p>"
