@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from spiders.extraction.dom import Block
 
@@ -59,6 +60,7 @@ def label_key(text: str) -> str:
     return _SQUEEZE.sub(" ", text.casefold()).strip()
 
 
+@lru_cache(maxsize=8192)  # a page repeats its short lines (a widget per card, cloned slides): judged once
 def is_label(text: str) -> bool:
     """A widget's label or a reading-time line (whole line)."""
     key = label_key(text)
