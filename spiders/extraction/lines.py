@@ -7,7 +7,7 @@ from itertools import pairwise
 from spiders.extraction.dom import Block
 from spiders.extraction.markup import WORDS
 
-__all__ = ["announces", "cell_or_heading", "has_cards", "without_adjacent_repeats", "without_repeats"]
+__all__ = ["announces", "cell_or_heading", "has_cards", "is_cell", "without_adjacent_repeats", "without_repeats"]
 
 
 def has_cards(blocks: list[Block], min_chars: int) -> bool:
@@ -15,9 +15,14 @@ def has_cards(blocks: list[Block], min_chars: int) -> bool:
     return any(block.wrapped and block.chars >= min_chars and not block.heading for block in blocks)
 
 
+def is_cell(block: Block) -> bool:
+    """A table cell's line: a table repeats and shortens its values one cell at a time, by design."""
+    return block.tag == "td" or block.tag == "th"
+
+
 def cell_or_heading(block: Block) -> bool:
     """Headings and table cells are short by nature: a furniture-named wrapper's headings are the text's."""
-    return block.heading or block.tag == "td" or block.tag == "th"
+    return block.heading or is_cell(block)
 
 
 def announces(block: Block) -> bool:
@@ -45,7 +50,7 @@ def without_adjacent_repeats(selected: list[Block]) -> list[Block]:
     values one cell at a time), not a line without letters (a chart's "60%" · "60%")."""
     kept = selected[:1]
     for previous, block in pairwise(selected):
-        if block.text == previous.text and block.tag not in ("td", "th") and any(c.isalpha() for c in block.text):
+        if block.text == previous.text and not is_cell(block) and any(c.isalpha() for c in block.text):
             continue
         kept.append(block)
     return kept

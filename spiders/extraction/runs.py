@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 from spiders.extraction.dom import Block
+from spiders.extraction.lines import is_cell
 
 __all__ = ["without_repeated_runs"]
-
-_CELLS = ("td", "th")
 
 
 def without_repeated_runs(selected: list[Block], length: int) -> list[Block]:
@@ -18,7 +17,7 @@ def without_repeated_runs(selected: list[Block], length: int) -> list[Block]:
     copies). The long lines of such copies already go as repeated blocks; this takes the short ones, which no
     single line can be judged by (a comparison table repeats its labels, one at a time). Table cells never make
     a run (a feature matrix's "Yes", "—"). Linear: one hash of ``length`` lines per line."""
-    texts = [block.text if block.tag not in _CELLS else "" for block in selected]
+    texts = ["" if is_cell(block) else block.text for block in selected]
     counts = Counter(texts)
     counts.pop("", None)
     if not counts or max(counts.values()) < 2:
