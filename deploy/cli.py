@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import click
 
+from deploy import cli_fleet
 from deploy.cli_demo import demo
 from deploy.cli_demoweb import demoweb
 from deploy.cli_master import master
 from deploy.cli_messaging import COMMANDS as MESSAGING_COMMANDS
 from deploy.cli_services import env_command, services, settings_command
+from deploy.cli_worker import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -29,6 +31,10 @@ for command in MESSAGING_COMMANDS:
     main.add_command(command)
 main.add_command(demo)
 main.add_command(master)
+main.add_command(worker)
+main.add_command(cli_fleet.up)
+main.add_command(cli_fleet.down)
+main.add_command(cli_fleet.fleet)
 
 if __name__ == "__main__":
     main()

@@ -23,12 +23,14 @@ import email.utils
 import logging
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from master.config_watch import SiteRates
 from master.robots_cache import RobotsCache
+from master.staging import run_scripts
 from messaging import keys
 from messaging.clock import LUA_NOW_MICROSECONDS, RedisClock
 from messaging.domains import domain_of
@@ -145,6 +147,7 @@ class Politeness:
         self._requeue = _script(redis, "requeue")
         self._block = _script(redis, "block")
         self._drop = _script(redis, "drop")
+        self._complete = _script(redis, "complete")
 
     # --- taking ---------------------------------------------------------------------------------------------------
     def effective_rate(self, domain: str) -> Rate:
@@ -227,6 +230,26 @@ class Politeness:
             self._count("ack_refused")
             return None
         return lease.task
+
+    def complete(self, leases: Sequence[Lease]) -> list[Task]:
+        """Tasks are complete: acknowledge their leases and release their crawls' pending counts, atomically per
+        domain (``lua/complete.lua``), one round trip for all domains on a plain Redis. Returns the tasks whose
+        lease was still held; the caller counts exactly those for the weights (``master.registry``)."""
+        by_domain: dict[str, list[str]] = {}
+        for lease in leases:
+            by_domain.setdefault(lease.domain, []).append(lease.member)
+        calls = []
+        for domain, members in by_domain.items():
+            args: list[str] = []
+            for member in members:
+                args += [member, Task.decode(member).crawlid]
+            calls.append((self._complete, [keys.inflight(self.job, domain), keys.lease_scores(self.job, domain),
+                                           keys.pending_domain(domain)], args))
+        done = [Task.decode(member) for reply in run_scripts(self.redis, calls) for member in reply]
+        refused = len(leases) - len(done)
+        if refused:
+            self._count("ack_refused", refused)
+        return done
 
     def renew(self, lease: Lease, seconds: float | None = None, now: float | None = None) -> Lease | None:
         """Extend a held lease to now + ``seconds`` (default: the lease time); ``None`` if no longer held."""

@@ -11,8 +11,9 @@ Fetching is injected: ``fetch(robots_url) -> body``. The Scrapy side fetches thr
 plain blocking fetch for tools, tests and benchmarks. As in Scrapy, a missing robots.txt (4xx) allows everything;
 an unreachable one (5xx, network error) allows everything for ``error_ttl`` and is then fetched again.
 
-The cache is keyed by domain (the hash tag of every domain key), while robots.txt is per host: the rules of the
-first host of a domain that is fetched apply to its other hosts until the entry expires.
+robots.txt is per host (and port), and so is the cache: ``robots:{<domain>}:<host>``, with the domain as the hash
+tag like every domain key. Throttles are per domain, so a Crawl-delay applies to the domain from the rules of its
+host that were read last.
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ def fetch_http(url: str, timeout: float = 10.0, user_agent: str = "crawlfleet") 
         raise RobotsUnavailable(f"{url}: {exc}") from exc
 
 
+def authority(url: str) -> str:
+    """The host a robots.txt belongs to: the lower-case host name, with the port when the URL names a port."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".").lower()
+    return f"{host}:{parts.port}" if parts.port else host
+
+
 class RobotsCache:
     def __init__(
         self,
@@ -97,39 +105,43 @@ class RobotsCache:
         self.local_seconds = min(local_seconds, ttl)
         self.clock = clock or SystemClock()  # only for this process's memo
         self.fetched = 0  # robots.txt files this process fetched (tests, stats)
-        self._memo: dict[str, tuple[Robots, float]] = {}
+        self._memo: dict[str, tuple[Robots, float]] = {}  # by host
+        self._latest: dict[str, Robots] = {}  # by domain: the rules of the host read last (Crawl-delay)
 
     def lookup(self, url: str) -> Robots | None:
-        """The rules for ``url``'s domain; fetched now if nobody has them; ``None`` while another process fetches."""
-        domain = domain_of(url)
-        robots = self.cached(domain)
+        """The rules for ``url``'s host; fetched now if nobody has them; ``None`` while another process fetches
+        (or, without a fetcher, while nobody has them: see :meth:`claim` and :meth:`store`)."""
+        robots = self.cached(url)
         if robots is not None:
             return robots
-        if self.fetch is None or not self.claim(domain):
+        if self.fetch is None or not self.claim(url):
             return None
         try:
             body = self.fetch(robots_url(url))
             ttl = self.ttl
         except RobotsUnavailable as exc:
-            logger.warning("robots.txt of %s unavailable, allowing all for %.0fs: %s", domain, self.error_ttl, exc)
+            logger.warning("robots.txt of %s unavailable, allowing all for %.0fs: %s", authority(url),
+                           self.error_ttl, exc)
             body, ttl = "", self.error_ttl
         except BaseException:
-            self.release(domain)
+            self.release(url)
             raise
         self.fetched += 1
-        return self.store(domain, body, ttl)
+        return self.store(url, body, ttl)
 
-    def cached(self, domain: str) -> Robots | None:
-        """The rules if this process or the cluster has them; never fetches."""
-        memo = self._memo.get(domain)
+    def cached(self, url: str) -> Robots | None:
+        """The rules of ``url``'s host if this process or the cluster has them; never fetches."""
+        host = authority(url)
+        memo = self._memo.get(host)
         now = self.clock.now()
         if memo is not None and memo[1] > now:
             return memo[0]
-        raw = self.redis.get(keys.robots(domain))
+        domain = domain_of(url)
+        raw = self.redis.get(keys.robots(domain, host))
         if raw is None:
-            self._memo.pop(domain, None)
+            self._memo.pop(host, None)
             return None
-        return self._remember(domain, raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
+        return self._remember(domain, host, raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
 
     def allowed(self, url: str, user_agent: str) -> bool | None:
         """Whether robots.txt allows ``url`` for ``user_agent``; ``None`` while the rules are being fetched."""
@@ -137,29 +149,36 @@ class RobotsCache:
         return None if robots is None else robots.allowed(url, user_agent)
 
     def crawl_delay(self, domain: str, user_agent: str) -> float | None:
-        robots = self.cached(domain)
+        """The Crawl-delay of the domain's host whose rules were read last (throttles are per domain)."""
+        robots = self._latest.get(domain)
         return None if robots is None else robots.crawl_delay(user_agent)
 
-    def claim(self, domain: str) -> bool:
-        """Become the one process that fetches the domain's robots.txt (for ``lock_seconds``)."""
-        return bool(self.redis.set(keys.robots_lock(domain), "1", nx=True, px=int(self.lock_seconds * 1000)))
+    def claim(self, url: str) -> bool:
+        """Become the one process that fetches the robots.txt of ``url``'s host (for ``lock_seconds``)."""
+        key = keys.robots_lock(domain_of(url), authority(url))
+        return bool(self.redis.set(key, "1", nx=True, px=int(self.lock_seconds * 1000)))
 
-    def release(self, domain: str) -> None:
-        self.redis.delete(keys.robots_lock(domain))
+    def release(self, url: str) -> None:
+        self.redis.delete(keys.robots_lock(domain_of(url), authority(url)))
 
-    def store(self, domain: str, body: str, ttl: float | None = None) -> Robots:
-        """Publish a fetched robots.txt to the cluster and release the fetch lock."""
+    def store(self, url: str, body: str, ttl: float | None = None) -> Robots:
+        """Publish the robots.txt of ``url``'s host to the cluster and release the fetch lock."""
         body = body[:MAX_BODY]
-        self.redis.set(keys.robots(domain), body, px=max(1, int((ttl or self.ttl) * 1000)))
-        self.release(domain)
-        return self._remember(domain, body)
+        domain, host = domain_of(url), authority(url)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(keys.robots(domain, host), body, px=max(1, int((ttl or self.ttl) * 1000)))
+        pipe.delete(keys.robots_lock(domain, host))
+        pipe.execute()
+        return self._remember(domain, host, body)
 
-    def forget(self, domain: str) -> None:
-        """Drop the domain's rules everywhere (the next lookup fetches again)."""
-        self._memo.pop(domain, None)
-        self.redis.delete(keys.robots(domain))
+    def forget(self, url: str) -> None:
+        """Drop the rules of ``url``'s host everywhere (the next lookup fetches again)."""
+        host = authority(url)
+        self._memo.pop(host, None)
+        self.redis.delete(keys.robots(domain_of(url), host))
 
-    def _remember(self, domain: str, body: str) -> Robots:
+    def _remember(self, domain: str, host: str, body: str) -> Robots:
         robots = Robots(domain, body, Protego.parse(body))
-        self._memo[domain] = (robots, self.clock.now() + self.local_seconds)
+        self._memo[host] = (robots, self.clock.now() + self.local_seconds)
+        self._latest[domain] = robots
         return robots

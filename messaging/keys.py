@@ -32,6 +32,11 @@ def crawl_domains(crawlid: str) -> str:
     return f"crawl:{crawlid}:domains"
 
 
+CHILDREN_JOURNAL = "children:{seeds}:journal"
+"""zset: digest of a task whose children a worker is pushing -> Redis time it started. An entry left behind means
+that processing stopped between the Bloom filter and ``seeds``: the task's next processing pushes every child again
+(``spiders.worker.commit``)."""
+
 FINISH_CANDIDATES = "finish:{seeds}:candidates"
 """set: crawls with nothing left in ``seeds``; the finisher checks their domains and declares them finished."""
 
@@ -112,14 +117,15 @@ def block(domain: str) -> str:
     return f"block:{{{_tag(domain)}}}"
 
 
-def robots(domain: str) -> str:
-    """string: the cached robots.txt of the domain, shared by every worker, with a TTL."""
-    return f"robots:{{{_tag(domain)}}}"
+def robots(domain: str, host: str) -> str:
+    """string: the cached robots.txt of one host of the domain (robots.txt is per host, and per port when the URL
+    names one), shared by every worker, with a TTL. The domain is the hash tag."""
+    return f"robots:{{{_tag(domain)}}}:{host}"
 
 
-def robots_lock(domain: str) -> str:
-    """string with TTL: one process of the cluster is fetching the domain's robots.txt."""
-    return f"robots:{{{_tag(domain)}}}:lock"
+def robots_lock(domain: str, host: str) -> str:
+    """string with TTL: one process of the cluster is fetching the host's robots.txt."""
+    return f"robots:{{{_tag(domain)}}}:{host}:lock"
 
 
 def hit_sequence(domain: str) -> str:

@@ -263,6 +263,37 @@ define("CRAWLFLEET_BLOOM_CRAWL_TTL", 7 * 86400,
        "Seconds a per-crawl filter lives after its last use (slid forward while the crawl runs); when the master "
        "declares the crawl finished, the filter gets CRAWLFLEET_CRAWL_TTL instead.", group="dedup", parse=float)
 
+# --- worker: the Scrapy process (spiders/worker, spiders/pipelines, spiders/middlewares) -----------------------
+define("CRAWLFLEET_PREFETCH", 32,
+       "Tasks a worker keeps leased ahead of its downloader (taken through the politeness step by a background "
+       "thread, so the reactor never waits on Redis). Twice CONCURRENT_REQUESTS keeps the downloader busy.",
+       group="worker", parse=int)
+define("CRAWLFLEET_COMMIT_INTERVAL", 0.2,
+       "Seconds a worker gathers finished tasks before committing them in one batch (children to seeds, then the "
+       "leases acknowledged and counted).", group="worker", parse=float)
+define("CRAWLFLEET_IDLE_BACKOFF_MAX", 2.0,
+       "Longest pause (seconds) between two looks at an idle worker's queues; the pause doubles from 50 ms while "
+       "nothing is found.", group="worker", parse=float)
+define("CRAWLFLEET_CRAWL_REFRESH", 2.0,
+       "Seconds a worker trusts its copy of a crawl's state (running or stopped) and limits before reading "
+       "``crawl:<id>`` again.", group="worker", parse=float)
+define("CRAWLFLEET_RETRY_AFTER_DEFAULT", 60.0,
+       "Seconds a domain is blocked cluster-wide after a 429 or 503 without a Retry-After header.", group="worker",
+       parse=float)
+define("CRAWLFLEET_RETRY_AFTER_MAX", 600.0,
+       "Longest block (seconds) a Retry-After header may ask for; longer values are cut to this.", group="worker",
+       parse=float)
+define("CRAWLFLEET_RETRY_AFTER_TIMES", 3,
+       "How often one task is retried after a 429 or 503 before its response is processed as it is.",
+       group="worker", parse=int)
+define("CRAWLFLEET_MONGO_BATCH", 200, "Items written to MongoDB in one bulk call (flushed when this many wait).",
+       group="worker", parse=int)
+define("CRAWLFLEET_MONGO_FLUSH_SECONDS", 1.0, "Longest time (seconds) an item waits in the buffer before a flush.",
+       group="worker", parse=float)
+define("CRAWLFLEET_MONGO_BUFFER", 2000,
+       "Items a worker holds while MongoDB is slow or unreachable; when full the worker stops taking tasks "
+       "(back-pressure) and renews its leases until the items are written.", group="worker", parse=int)
+
 
 class Settings(Mapping[str, Any]):
     """Resolved settings: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``."""

@@ -11,15 +11,23 @@ per hit; here each counter is a hash of time buckets, pruned on every increment 
 - a lifetime total (``stats:<module>:<plugin>:lifetime``).
 
 Time is the Redis server's (``TIME`` inside the scripts) unless an explicit ``now`` is passed (simulations, tests).
-:class:`Stats` is the one small API the components call: ``Stats(redis, "kafka-monitor").incr("crawl")``.
+:class:`Stats` is the one small API the components call: ``Stats(redis, "kafka-monitor").incr("crawl")``;
+``incr_many({...})`` counts several plugins in the same single round trip.
+
+``Stats.incr`` waits for Redis, which a Scrapy component must never do on the reactor. :class:`BufferedStats` is
+what they use instead: ``incr`` only adds to a counter in memory, and a daemon thread sends everything pending every
+``interval`` seconds through ``incr_many``. A flush that fails keeps its counts for the next one (a flush that
+fails half-way through may count some events twice: these are statistics, not ledgers).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
-from collections.abc import Iterable
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import Counter
@@ -32,6 +40,8 @@ DEFAULT_WINDOWS = (60, 300, 900, 3600, 86400)
 BUCKETS_PER_WINDOW = 12
 STEPS_KEPT = 48
 ALIVE_TTL = 30
+
+logger = logging.getLogger(__name__)
 
 EVENTS = Counter("crawlfleet_events", "What crawlfleet's components did, by module and plugin.",
                  ["module", "plugin"])
@@ -139,23 +149,32 @@ class Stats:
 
     def incr(self, plugin: str, amount: int = 1, now: float | None = None) -> None:
         """Count ``amount`` events of ``plugin`` (one round trip on one server: a pipeline of small scripts)."""
-        if amount <= 0:
+        self.incr_many({plugin: amount}, now)
+
+    def incr_many(self, counts: Mapping[str, int], now: float | None = None) -> None:
+        """Count several plugins at once: ``{plugin: amount}``, all in one pipeline on one server."""
+        counts = {plugin: amount for plugin, amount in counts.items() if amount > 0}
+        if not counts:
             return
-        rolling, step = self._for(plugin)
-        counters: list[RollingCounter | StepCounter] = [*rolling, *([step] if step else [])]
-        lifetime = keys.stats_counter(self.module, plugin, "lifetime")
         if isinstance(self.redis, RedisCluster):
             # The window keys live in different slots, and a cluster pipeline refuses scripts: one call each.
-            for counter in counters:
-                counter.increment(amount, now)
-            self.redis.incrby(lifetime, amount)
+            for plugin, amount in counts.items():
+                for counter in self._counters_of(plugin):
+                    counter.increment(amount, now)
+                self.redis.incrby(keys.stats_counter(self.module, plugin, "lifetime"), amount)
         else:
             pipe = self.redis.pipeline(transaction=False)
-            for counter in counters:
-                counter.increment(amount, now, client=pipe)
-            pipe.incrby(lifetime, amount)
+            for plugin, amount in counts.items():
+                for counter in self._counters_of(plugin):
+                    counter.increment(amount, now, client=pipe)
+                pipe.incrby(keys.stats_counter(self.module, plugin, "lifetime"), amount)
             pipe.execute()
-        EVENTS.labels(self.module, plugin).inc(amount)
+        for plugin, amount in counts.items():
+            EVENTS.labels(self.module, plugin).inc(amount)
+
+    def _counters_of(self, plugin: str) -> list[RollingCounter | StepCounter]:
+        rolling, step = self._for(plugin)
+        return [*rolling, *([step] if step else [])]
 
     def value(self, plugin: str, window: int | str, now: float | None = None) -> int:
         """Events in the last ``window`` seconds (one of the configured windows), or ``"lifetime"``."""
@@ -207,3 +226,69 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.interval + 1)
+
+
+class BufferedStats:
+    """:class:`Stats` that never waits for Redis: counts gather in memory and a daemon thread flushes them.
+
+    ``incr`` takes a lock and adds to a counter; every ``interval`` seconds the thread sends all pending counts in
+    one :meth:`Stats.incr_many` (one round trip on a single server). A failed flush puts its counts back for the
+    next one and logs once when counting starts failing and once when it works again, not every second.
+    ``close()`` stops the thread and flushes what is left.
+    """
+
+    def __init__(self, stats: Stats, interval: float = 1.0) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self.stats = stats
+        self.interval = interval
+        self._pending: Tally[str] = Tally()
+        self._lock = threading.Lock()  # guards _pending: incr() runs on the reactor, flush() in the thread
+        self._flushing = threading.Lock()  # one flush at a time (the thread's and close()'s)
+        self._failing = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"stats-flush-{stats.module}", daemon=True)
+        self._thread.start()
+
+    def incr(self, plugin: str, amount: int = 1) -> None:
+        if amount > 0:
+            with self._lock:
+                self._pending[plugin] += amount
+
+    def pending(self) -> dict[str, int]:
+        """Counts not sent yet."""
+        with self._lock:
+            return dict(self._pending)
+
+    def flush(self) -> bool:
+        """Send every pending count now (blocking); ``False`` if Redis refused (the counts wait for the next)."""
+        with self._flushing:
+            with self._lock:
+                batch, self._pending = self._pending, Tally()
+            if not batch:
+                return True
+            try:
+                self.stats.incr_many(batch)
+            except Exception as exc:  # Redis down or slow: keep the counts, say so once
+                with self._lock:
+                    self._pending.update(batch)
+                if not self._failing:
+                    self._failing = True
+                    logger.warning("%s counters: cannot write to Redis (%s); keeping them until it answers",
+                                   self.stats.module, exc)
+                return False
+            if self._failing:
+                self._failing = False
+                logger.info("%s counters: writing to Redis again", self.stats.module)
+            return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.flush()
+
+    def close(self) -> None:
+        """Stop the thread and flush what is left (once more, even if Redis failed before)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.interval + 30)
+        self.flush()

@@ -2,13 +2,58 @@
 
 Deployment-specific values (service URLs, the hosts file, the worker's identity) do not live here: components
 read them from :func:`messaging.settings.load` (``CRAWLFLEET_*`` environment variables and the local run's
-state file). This module holds what is the same for every worker of the fleet.
+state file; any ``CRAWLFLEET_*`` name set here or with ``-s`` overrides the environment). This module holds what is
+the same for every worker of the fleet: which components are plugged in, in which order.
 """
 
 # --- project ------------------------------------------------------------------------------------------------
 BOT_NAME = "crawlfleet"
 SPIDER_MODULES = ["spiders.spiders"]
 NEWSPIDER_MODULE = "spiders.spiders"
+
+# --- the fleet: tasks from Redis, children to seeds -----------------------------------------------------------
+# The distributed scheduler: leases tasks through the politeness step (a background thread does every Redis
+# call), keeps redirects and retries local to their task, and completes a task once its items are stored.
+SCHEDULER = "spiders.worker.scheduler.FleetScheduler"
+# Scrapy's own dupefilter interface on the cluster's Bloom filter (the worker itself checks links in batches).
+DUPEFILTER_CLASS = "spiders.dupefilter.BloomDupeFilter"
+SPIDER_MIDDLEWARES = {
+    # last on the way out: requests a callback yields become child tasks of the response's task
+    "spiders.worker.output.TaskOutputMiddleware": 20,
+}
+
+# --- downloading ----------------------------------------------------------------------------------------------
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
+    "spiders.middlewares.useragent.RotatingUserAgentMiddleware": 500,
+    "spiders.middlewares.status.HttpStatusCounterMiddleware": 860,  # every response as it came off the wire
+    "spiders.middlewares.retry_after.RetryAfterMiddleware": 560,  # 429/503: block the domain cluster-wide
+    "spiders.middlewares.decode.DecodeMiddleware": 585,  # decoded after decompression, before the spider
+    "spiders.middlewares.redirect_dedup.RedirectDedupMiddleware": 590,  # where a redirect ended is seen too
+}
+# Politeness is cluster-wide (the politeness step: per spider type and per host IP, ZooKeeper rates), so Scrapy's
+# per-process slot limits would only add a second, local brake.
+CONCURRENT_REQUESTS = 16
+CONCURRENT_REQUESTS_PER_DOMAIN = 16
+DOWNLOAD_DELAY = 0
+AUTOTHROTTLE_ENABLED = False
+# robots.txt is obeyed by the politeness step through the cluster's shared cache (CRAWLFLEET_ROBOTSTXT_OBEY,
+# matched for CRAWLFLEET_ROBOTSTXT_USER_AGENT), fetched once per host for the whole cluster.
+ROBOTSTXT_OBEY = False
+# Hostile pages: bodies (also once decompressed: gzip bombs) above the cap are dropped, redirect loops end.
+DOWNLOAD_TIMEOUT = 30
+DOWNLOAD_MAXSIZE = 16 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
+REDIRECT_MAX_TIMES = 10
+RETRY_TIMES = 2
+COOKIES_ENABLED = True
+
+# --- items ----------------------------------------------------------------------------------------------------
+ITEM_PIPELINES = {
+    "spiders.pipelines.clean.CleanPipeline": 300,
+    "spiders.pipelines.extract.ExtractPipeline": 400,
+    "spiders.pipelines.mongo.MongoPipeline": 900,
+}
 
 # --- networking ---------------------------------------------------------------------------------------------
 # Scrapy's caching resolver behind the host map of CRAWLFLEET_HOSTS_FILE, which maps the demo web's
@@ -17,9 +62,7 @@ NEWSPIDER_MODULE = "spiders.spiders"
 TWISTED_DNS_RESOLVER = "spiders.resolver.HostMapResolver"
 # Scrapy's default reactor (asyncio) is kept: nothing in the project needs another.
 
-# --- politeness ---------------------------------------------------------------------------------------------
-ROBOTSTXT_OBEY = True
-
 # --- local processes ----------------------------------------------------------------------------------------
 # Many workers share a host (and a test machine): a telnet console per process would only compete for ports.
 TELNETCONSOLE_ENABLED = False
+LOG_LEVEL = "INFO"

@@ -61,6 +61,10 @@ class RobotsServer:
         self.httpd.server_close()
 
 
+def robots_key(site: RobotsServer) -> str:
+    return keys.robots(HOST, f"{HOST}:{site.port}")
+
+
 @pytest.fixture
 def site() -> Iterator[RobotsServer]:
     server = RobotsServer()
@@ -98,7 +102,7 @@ def test_fetched_once_for_the_cluster(svc: Any, site: RobotsServer, procs: Any) 
     assert all("verdict False" in log for log in logs)
     assert sum("fetched 1" in log for log in logs) == 1
     assert site.requests == 1
-    assert svc.redis().get(keys.robots(HOST)) == site.body
+    assert svc.redis().get(robots_key(site)) == site.body
 
 
 def test_cached_with_a_ttl_then_fetched_again(svc: Any, site: RobotsServer) -> None:
@@ -107,8 +111,8 @@ def test_cached_with_a_ttl_then_fetched_again(svc: Any, site: RobotsServer) -> N
     assert cache.allowed(site.url("/public"), AGENT) is True
     assert cache.allowed(site.url("/private/x"), AGENT) is False
     assert site.requests == 1
-    assert 0 < redis.pttl(keys.robots(HOST)) <= 1000
-    wait_for(lambda: not redis.exists(keys.robots(HOST)), 5, "the cached robots.txt to expire")
+    assert 0 < redis.pttl(robots_key(site)) <= 1000
+    wait_for(lambda: not redis.exists(robots_key(site)), 5, "the cached robots.txt to expire")
     site.body = b"User-agent: *\nDisallow: /\n"
     assert cache.allowed(site.url("/public"), AGENT) is False
     assert site.requests == 2
@@ -126,11 +130,11 @@ def test_missing_and_unreachable_robots_allow_everything(svc: Any, site: RobotsS
     site.status, site.body = 404, b"not found"
     cache = RobotsCache(redis, fetch_http, ttl=3600, error_ttl=5, local_seconds=0.0)
     assert cache.allowed(site.url("/private/x"), AGENT) is True
-    assert redis.pttl(keys.robots(HOST)) > 5000  # a missing robots.txt is an answer: cached for the TTL
-    cache.forget(HOST)
+    assert redis.pttl(robots_key(site)) > 5000  # a missing robots.txt is an answer: cached for the TTL
+    cache.forget(site.url())
     site.status = 503
     assert cache.allowed(site.url("/private/x"), AGENT) is True
-    assert 0 < redis.pttl(keys.robots(HOST)) <= 5000  # an unreachable one is asked again soon
+    assert 0 < redis.pttl(robots_key(site)) <= 5000  # an unreachable one is asked again soon
 
 
 def test_crawl_delay_lowers_the_rate(svc: Any, site: RobotsServer) -> None:
@@ -154,7 +158,7 @@ def test_crawl_delay_lowers_the_rate(svc: Any, site: RobotsServer) -> None:
 def test_a_domain_waits_while_another_process_fetches(svc: Any, site: RobotsServer) -> None:
     redis = svc.redis()
     other = RobotsCache(svc.redis(), fetch_http)
-    assert other.claim(HOST)  # another process is fetching
+    assert other.claim(site.url())  # another process is fetching
     mine = RobotsCache(redis, fetch_http)
     engine = Politeness(redis, "j", "list", "10.0.0.1", StaticSiteConfig(Rate(10, 60)), robots=mine)
     task = Task(url=site.url("/page"), crawlid="c", spider_type="list")
@@ -162,6 +166,19 @@ def test_a_domain_waits_while_another_process_fetches(svc: Any, site: RobotsServ
     result = engine.take(HOST, now=T0)
     assert result.outcome == Outcome.ROBOTS_PENDING and result.wait > 0
     assert redis.zcard(keys.throttle_type("list", HOST)) == 0 and site.requests == 0
-    other.store(HOST, "User-agent: *\nAllow: /\n")
+    other.store(site.url(), "User-agent: *\nAllow: /\n")
     assert engine.take(HOST, now=T0).outcome == Outcome.TAKEN
     assert site.requests == 0  # the other process's answer was used
+
+
+def test_each_host_of_a_domain_has_its_own_robots(svc: Any, site: RobotsServer) -> None:
+    other_host = RobotsServer()  # the same domain (127.0.0.1), another host:port with other rules
+    try:
+        other_host.body = b"User-agent: *\nAllow: /\n"
+        cache = RobotsCache(svc.redis(), fetch_http)
+        assert cache.allowed(site.url("/private/x"), AGENT) is False
+        assert cache.allowed(other_host.url("/private/x"), AGENT) is True
+        assert site.requests == 1 and other_host.requests == 1
+        assert svc.redis().get(robots_key(other_host)) == other_host.body
+    finally:
+        other_host.close()

@@ -1,0 +1,256 @@
+"""Stores items in MongoDB (seed 4.3.1.4 ③): ``ITEM_PIPELINES = {"spiders.pipelines.mongo.MongoPipeline": 900}``.
+
+- One collection per crawl (``item["crawlid"]``) with a unique index on ``url_key``, the item's canonical URL
+  (:func:`w3lib.url.canonicalize_url`), created once per collection by this process. A document is the item
+  without its ``_``-keys, plus ``url_key`` and ``stored_at`` (a UTC date: when the batch was written).
+- Writes are batched: one ``bulk_write`` of ``ReplaceOne({"url_key": k}, doc, upsert=True)`` per collection,
+  unordered. An upsert by canonical URL makes a redelivered task's item (a page fetched again after a crash) land
+  exactly once, and makes a retried batch harmless whatever part of it had been written.
+- When and how (:mod:`spiders.pipelines.buffer`): a batch is written when CRAWLFLEET_MONGO_BATCH items wait, every
+  CRAWLFLEET_MONGO_FLUSH_SECONDS, and at close; the write runs in a thread (``deferToThread``), one at a time; a
+  failed write is retried with back-off (0.5 s doubling to 10 s) until MongoDB answers, logging one line when it
+  is lost, every 30 s while it stays down, and when it is back.
+- Completion: :meth:`MongoPipeline.store` returns the Deferred of the contract: it fires with the item only when
+  its batch was acknowledged by MongoDB, and never errbacks because MongoDB is down. ``process_item`` awaits it
+  (Scrapy 2.19 deprecates pipelines that return Deferreds: they are coroutines now, without a ``spider``
+  argument). A document MongoDB refuses for good (too large, not encodable) fails with
+  :class:`~spiders.pipelines.buffer.Refused` (Scrapy's ``item_error``: processed, not stored).
+- Back-pressure: :data:`spiders.signals.storage_backlog` is sent with ``full=True`` once CRAWLFLEET_MONGO_BUFFER
+  items wait, and with ``full=False`` once they drain below half; the scheduler stops taking tasks in between.
+- Close: everything left is written, retrying up to :data:`CLOSE_TIMEOUT` seconds if MongoDB is down; then the
+  number of items not written is logged. Their Deferreds never fire, so their tasks are not acknowledged and are
+  crawled again after the lease expires.
+- Counted: ``mongo/stored`` and ``mongo/refused`` in Scrapy's stats, and :attr:`MongoPipeline.stored`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import bson
+from bson.errors import InvalidDocument
+from pymongo import ReplaceOne
+from pymongo.errors import BulkWriteError, PyMongoError
+from scrapy.exceptions import DropItem
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+from w3lib.url import canonicalize_url
+
+from messaging import clients
+from messaging.settings import Settings
+from spiders.dupefilter import crawlfleet_settings
+from spiders.pipelines.buffer import Pending, WriteBuffer
+from spiders.signals import storage_backlog
+
+logger = logging.getLogger(__name__)
+
+URL_KEY = "url_key"
+CLOSE_TIMEOUT = 30.0  # seconds close_spider keeps retrying a MongoDB that is down before it gives up
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024  # MongoDB's BSON document limit
+# Write errors worth retrying: a concurrent upsert of the same URL by another worker (11000: one of the two
+# inserts loses, the retry replaces), a primary stepping down or shutting down, network trouble, time limits.
+TRANSIENT_WRITE_CODES = frozenset({
+    11000, 11001, 12582, 112, 64, 50, 91, 189, 262, 6, 7, 89, 9001, 10058, 10107, 11600, 11602, 13435, 13436,
+})
+CLIENT_OPTIONS = {
+    # A write to a MongoDB that is down fails within seconds, so the back-off (not pymongo) paces the retries.
+    "serverSelectionTimeoutMS": 5000,
+    "connectTimeoutMS": 5000,
+    "socketTimeoutMS": 60000,
+}
+
+
+def url_key(url: str) -> str:
+    """The key documents are unique by: the canonical URL (sorted query, no fragment, normalised escapes)."""
+    return canonicalize_url(url)
+
+
+def document_of(item: dict[str, Any], key: str) -> dict[str, Any]:
+    """What is stored of an item: every field except the internal ``_``-keys, plus its ``url_key``."""
+    document = {name: value for name, value in item.items() if not name.startswith("_")}
+    document[URL_KEY] = key
+    return document
+
+
+class MongoWriter:
+    """The blocking write of one batch (called in a thread, one call at a time): index, then one bulk per collection.
+
+    Returns the positions (in the batch) of documents MongoDB refused for good, with the reason; raises on
+    anything worth retrying.
+    """
+
+    def __init__(self, database: Any, now: Callable[[], datetime] | None = None) -> None:
+        self.database = database
+        self.now = now or (lambda: datetime.now(UTC))
+        self.indexed: set[str] = set()  # collections whose unique index this process has made sure of
+
+    def __call__(self, batch: Sequence[Pending]) -> dict[int, str]:
+        refused: dict[int, str] = {}
+        stored_at = self.now()
+        for collection, positions in _by_collection(batch).items():
+            self._ensure_index(collection)
+            refused.update(self._write(collection, positions, batch, stored_at))
+        return refused
+
+    def _ensure_index(self, collection: str) -> None:
+        if collection not in self.indexed:
+            self.database[collection].create_index(URL_KEY, unique=True)
+            self.indexed.add(collection)
+
+    def _write(self, collection: str, positions: dict[str, list[int]], batch: Sequence[Pending],
+               stored_at: datetime) -> dict[int, str]:
+        # One operation per URL: two upserts of one key in an unordered bulk could race each other. The last item
+        # of a URL wins (it is the newest fetch); every position of that URL shares its outcome.
+        keys = list(positions)
+        documents = [{**batch[positions[key][-1]].document, "stored_at": stored_at} for key in keys]
+        operations = [ReplaceOne({URL_KEY: key}, doc, upsert=True) for key, doc in zip(keys, documents, strict=True)]
+        try:
+            self.database[collection].bulk_write(operations, ordered=False)
+        except InvalidDocument as exc:
+            # The driver refused the bulk before sending it: encode one by one to tell which documents cannot be
+            # stored (if none alone, refuse them all rather than retry a batch that can never be written).
+            bad = _unencodable(keys, documents) or {key: f"not storable: {exc}" for key in keys}
+            rest = {key: where for key, where in positions.items() if key not in bad}
+            refused = self._write(collection, rest, batch, stored_at) if rest else {}
+            refused.update(_positions(positions, bad))
+            return refused
+        except BulkWriteError as exc:
+            return _positions(positions, _refused_by_server(exc, keys))
+        return {}
+
+
+def _positions(positions: dict[str, list[int]], by_key: dict[str, str]) -> dict[int, str]:
+    return {position: reason for key, reason in by_key.items() for position in positions[key]}
+
+
+def _by_collection(batch: Sequence[Pending]) -> dict[str, dict[str, list[int]]]:
+    grouped: dict[str, dict[str, list[int]]] = {}
+    for position, pending in enumerate(batch):
+        grouped.setdefault(pending.collection, {}).setdefault(pending.key, []).append(position)
+    return grouped
+
+
+def _unencodable(keys: Sequence[str], documents: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Documents that cannot be stored at all (only looked for after the driver refused a bulk: the normal path
+    pays for one encoding, the driver's)."""
+    refused: dict[str, str] = {}
+    for key, document in zip(keys, documents, strict=True):
+        try:
+            size = len(bson.encode(document))
+        except (InvalidDocument, TypeError, OverflowError) as exc:
+            refused[key] = f"not storable: {exc}"
+            continue
+        if size > MAX_DOCUMENT_BYTES:
+            refused[key] = f"document of {size} bytes exceeds MongoDB's {MAX_DOCUMENT_BYTES}"
+    return refused
+
+
+def _refused_by_server(error: BulkWriteError, keys: Sequence[str]) -> dict[str, str]:
+    """The documents MongoDB refused for good; raises again when any error (or a write concern) is transient."""
+    details = error.details or {}
+    errors = details.get("writeErrors") or []
+    if details.get("writeConcernErrors") or any(e.get("code") in TRANSIENT_WRITE_CODES for e in errors):
+        raise error  # the whole batch again: its upserts are idempotent
+    return {keys[e["index"]]: f"error {e.get('code')}: {e.get('errmsg', '')}" for e in errors}
+
+
+class MongoPipeline:
+    """Batched, acknowledged, retried writes of items to MongoDB; see the module docstring."""
+
+    def __init__(self, settings: Settings, *, stats: Any = None, signals: Any = None, clock: Any = None,
+                 run_in_thread: Callable[..., Deferred[Any]] | None = None,
+                 client_factory: Callable[[Settings], Any] | None = None,
+                 close_timeout: float = CLOSE_TIMEOUT) -> None:
+        self.settings = settings
+        self.stats = stats
+        self.signals = signals
+        self.close_timeout = close_timeout
+        self._client_factory = client_factory or (lambda s: clients.mongo_client(s, **CLIENT_OPTIONS))
+        self._client: Any = None
+        self.writer: MongoWriter | None = None
+        self.buffer = WriteBuffer(
+            self._write, batch=settings.mongo_batch, flush_seconds=settings.mongo_flush_seconds,
+            capacity=settings.mongo_buffer, on_backlog=self._backlog, on_written=self._written, clock=clock,
+            run_in_thread=run_in_thread, transient=(PyMongoError,), store="MongoDB")
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> MongoPipeline:
+        return cls(crawlfleet_settings(crawler.settings), stats=crawler.stats, signals=crawler.signals)
+
+    @property
+    def stored(self) -> int:
+        """Items acknowledged by MongoDB since the pipeline opened."""
+        return self.buffer.written
+
+    @property
+    def waiting(self) -> int:
+        return self.buffer.waiting
+
+    # --- Scrapy's interface ------------------------------------------------------------------------------------
+    def open_spider(self) -> None:
+        # pymongo connects in its own background threads: creating the client does not wait on the network
+        # (except for a mongodb+srv:// URI's DNS lookup, once per process).
+        self._client = self._client_factory(self.settings)
+        self.writer = MongoWriter(self._client[self.settings.mongo_db])
+        self.buffer.start()
+
+    async def process_item(self, item: dict[str, Any]) -> dict[str, Any]:
+        return await maybe_deferred_to_future(self.store(item))
+
+    async def close_spider(self) -> None:
+        await maybe_deferred_to_future(self.close())
+
+    # --- the same without a coroutine (the contract's Deferred; tests) -------------------------------------------
+    def store(self, item: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """Queue an item; the Deferred fires with it once MongoDB acknowledged its batch."""
+        crawlid, url = item.get("crawlid"), item.get("url")
+        if not crawlid or not url:
+            raise DropItem(f"cannot store an item without {'crawlid' if not crawlid else 'url'}")
+        key = url_key(url)
+        return self.buffer.add(str(crawlid), key, document_of(item, key), item)
+
+    def close(self) -> Deferred[int]:
+        """Write what waits (bounded by ``close_timeout``); fires with how many items were not written."""
+        done = self.buffer.close(self.close_timeout)
+        done.addCallback(self._closed)
+        return done
+
+    # --- internals ---------------------------------------------------------------------------------------------
+    def _write(self, batch: Sequence[Pending]) -> dict[int, str]:
+        assert self.writer is not None, "open_spider() was not called"
+        return self.writer(batch)
+
+    def _written(self, stored: int, refused: int) -> None:
+        if self.stats is not None:
+            if stored:
+                self.stats.inc_value("mongo/stored", stored)
+            if refused:
+                self.stats.inc_value("mongo/refused", refused)
+
+    def _backlog(self, full: bool, waiting: int) -> None:
+        if full:
+            logger.warning("MongoDB buffer full: %d items waiting to be written; taking no new tasks", waiting)
+        else:
+            logger.info("MongoDB buffer drained to %d items waiting; taking tasks again", waiting)
+        if self.signals is not None:
+            self.signals.send_catch_log(signal=storage_backlog, full=full, waiting=waiting)
+
+    def _closed(self, left: int) -> Deferred[int] | int:
+        if left:
+            logger.error("MongoDB pipeline closed with %d items not written (MongoDB unreachable for %.0fs): their "
+                         "tasks are not acknowledged and will be crawled again", left, self.close_timeout)
+        else:
+            logger.info("MongoDB pipeline closed: %d items stored", self.stored)
+        return self._release(left)
+
+    def _release(self, left: int) -> Deferred[int] | int:
+        if self._client is None or left:
+            return left  # with items left, a write may still run in its thread: let it finish or fail
+        client, self._client = self._client, None
+        # close() ends the client's sessions on the server: a network call, so not on the reactor.
+        released = self.buffer.run_in_thread(client.close)
+        released.addErrback(lambda failure: logger.debug("closing the MongoDB client: %s", failure.value))
+        return released.addCallback(lambda _: left)

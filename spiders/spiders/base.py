@@ -1,0 +1,135 @@
+"""What the fleet's spiders share: a task becomes a request, a response becomes items and child links.
+
+A fleet spider never starts from ``start()`` (Scrapy 2.19 calls only that; it yields nothing here): its work is the
+tasks the scheduler leases from this job's queues (:mod:`spiders.worker.scheduler`). For each task the scheduler asks
+:meth:`FleetSpider.request_for`; the response comes back to :meth:`FleetSpider.parse_task`, which applies the crawl's
+rule (read once per crawl from ``crawl:<crawlid>``, built once per crawl here) and yields
+
+- items: the rule's fields plus what every item carries (``url``, ``crawlid``, ``spider_type``, ``fetched_at``,
+  ``status``, ``encoding``, ``etag``, ``last_modified``, ``depth``, ``referer``; ``_html`` on content pages for the
+  main-text extraction, ``_required`` for the clean pipeline);
+- requests for the links to follow, which :class:`spiders.worker.output.TaskOutputMiddleware` turns into child tasks.
+
+A rule that fails on a page (an XPath error at run time, a rule that cannot be built) is logged and counted in the
+crawler stats (``fleet/rule_errors``), never a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import scrapy
+from scrapy import Request
+from scrapy.http import Response
+
+from messaging.tasks import Task
+from spiders.rules import PageResult
+from spiders.worker.crawls import CrawlInfo
+
+logger = logging.getLogger(__name__)
+MAX_RULES = 1024  # built rules kept per process
+
+
+class FleetSpider(scrapy.Spider):
+    name = ""
+
+    @property
+    def spider_type(self) -> str:
+        return self.name
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rules: dict[str, Any] = {}
+
+    async def start(self) -> AsyncIterator[Any]:
+        """Nothing: tasks come from Redis through the scheduler."""
+        return
+        yield  # an async generator that yields nothing
+
+    # --- task -> request ------------------------------------------------------------------------------------------
+    def request_for(self, task: Task, crawl: CrawlInfo | None) -> Request | None:
+        rule = self.rule_for(crawl)
+        if rule is None:
+            return None
+        url = self.url_for(task, rule)
+        return Request(url, callback=self.parse_task, priority=task.priority, dont_filter=True,
+                       cookies=dict(crawl.cookie) if crawl and crawl.cookie else None)
+
+    def url_for(self, task: Task, rule: Any) -> str:
+        return task.url
+
+    def rule_for(self, crawl: CrawlInfo | None) -> Any:
+        """The crawl's rule object, built once; ``None`` (logged) when the crawl or its rule cannot be used."""
+        if crawl is None or not crawl.rule:
+            return None
+        rule = self._rules.get(crawl.crawlid)
+        if rule is None:
+            try:
+                rule = self.build_rule(crawl)
+            except Exception as exc:  # a rule that passed the schema but cannot be built (e.g. a bad XPath)
+                logger.error("crawl %s: its rule cannot be used: %s", crawl.crawlid, exc)
+                self._count("fleet/rule_errors")
+                return None
+            if len(self._rules) >= MAX_RULES:
+                self._rules.pop(next(iter(self._rules)))
+            self._rules[crawl.crawlid] = rule
+        return rule
+
+    def build_rule(self, crawl: CrawlInfo) -> Any:
+        raise NotImplementedError
+
+    def apply(self, rule: Any, response: Response, task: Task) -> tuple[PageResult, bool]:
+        """The rule's result for the response, and whether its items are content pages (main text wanted)."""
+        raise NotImplementedError
+
+    # --- response -> items and links ------------------------------------------------------------------------------
+    def parse_task(self, response: Response) -> Iterator[Any]:
+        task: Task = response.meta["task"]
+        catalog = getattr(self, "fleet_catalog", None)
+        rule = self.rule_for(catalog.get(task.crawlid) if catalog is not None else None)
+        if rule is None:
+            return
+        result, content = self.apply(rule, response, task)
+        for error in result.errors:
+            logger.warning("crawl %s, %s: %s", task.crawlid, response.url, error)
+            self._count("fleet/rule_errors")
+        for link in result.links:
+            try:
+                yield Request(link.url, meta={"fleet_callback": link.callback, "fleet_meta": link.meta})
+            except ValueError as exc:  # a link the page gives that is no URL
+                logger.debug("skipped link %r: %s", link.url, exc)
+        for fields in result.items:
+            yield self.item(response, task, fields, getattr(rule, "required", ()), content)
+
+    def item(self, response: Response, task: Task, fields: dict[str, Any], required: Any,
+             content: bool) -> dict[str, Any]:
+        headers = response.headers
+        item: dict[str, Any] = dict(fields)
+        item.update({
+            "url": response.url,
+            "crawlid": task.crawlid,
+            "spider_type": task.spider_type,
+            "fetched_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "status": response.status,
+            "encoding": response.meta.get("page_encoding") or getattr(response, "encoding", None),
+            "etag": _header(headers, b"ETag"),
+            "last_modified": _header(headers, b"Last-Modified"),
+            "depth": task.depth,
+            "referer": task.referer or None,
+            "_required": list(required),
+        })
+        if content and hasattr(response, "text"):
+            item["_html"] = response.text
+        return item
+
+    def _count(self, key: str, n: int = 1) -> None:
+        if self.crawler is not None and self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key, n)
+
+
+def _header(headers: Any, name: bytes) -> str | None:
+    value = headers.get(name)
+    return value.decode("latin-1") if value else None

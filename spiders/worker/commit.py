@@ -1,0 +1,218 @@
+"""Committing finished tasks: their children into ``seeds``, then their leases acknowledged and counted.
+
+A task is *complete* (ARCHITECTURE.md) when its response was processed, its children are in ``seeds`` and its items
+are stored. The scheduler hands finished tasks here (items already stored); :meth:`Committer.commit` settles a whole
+batch of them in a few round trips, whatever its size:
+
+1. **journal** — ``ZADD NX`` of each parent's digest into ``children:{seeds}:journal`` (score: now). A digest that
+   is already there means an earlier processing of the same task stopped between marking its children in the Bloom
+   filter and pushing them: that parent re-pushes *all* its children, seen or not, so a crash never loses them.
+2. **Bloom** — one batch call per crawl filter: the parents' own URLs first (a crawl's start URL is marked when it
+   is fetched), then every child; a child goes on only if it is new (or its parent is re-delivered).
+3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
+   what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
+4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child.
+5. **complete** — :meth:`master.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
+   released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, and
+   the journal entries removed, in one pipeline. A crash between 5's two halves loses a few weight counts, never
+   a crawl's end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from master.bloom import url_fingerprint
+from master.politeness import Lease, Politeness
+from master.registry import record_completion
+from messaging import keys
+from messaging.domains import InvalidDomain, domain_of
+from messaging.tasks import CrawlFields, Task, push_seeds
+from spiders.worker.crawls import CrawlCatalog
+
+logger = logging.getLogger(__name__)
+JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
+
+# KEYS[1] crawl:<id>. ARGV: max pages ('' = none), max pages per domain ('' = none), the start URL's domain,
+# then (domain, wanted)*. Reply: how many children of each domain are admitted, in order.
+_ADMIT = """
+local max_total = tonumber(ARGV[1])
+local max_domain = tonumber(ARGV[2])
+local total = tonumber(redis.call('HGET', KEYS[1], 'enqueued') or '1')
+local out = {}
+for i = 4, #ARGV, 2 do
+  local allowed = tonumber(ARGV[i + 1])
+  if max_total then allowed = math.min(allowed, max_total - total) end
+  if max_domain then
+    local field = 'enqueued:' .. ARGV[i]
+    local start = (ARGV[i] == ARGV[3]) and 1 or 0
+    local used = tonumber(redis.call('HGET', KEYS[1], field) or start)
+    allowed = math.min(allowed, max_domain - used)
+    if allowed > 0 then redis.call('HSET', KEYS[1], field, used + allowed) end
+  end
+  if allowed < 0 then allowed = 0 end
+  total = total + allowed
+  out[#out + 1] = allowed
+end
+redis.call('HSET', KEYS[1], 'enqueued', total)
+return out
+"""
+
+
+@dataclass
+class Finished:
+    """A task whose response was processed and whose items are stored."""
+
+    lease: Lease
+    children: list[Task] = field(default_factory=list)  # links that passed scope, blacklist, depth and stop checks
+    items: int = 0  # items stored for it
+    marks: list[str] = field(default_factory=list)  # URLs to mark seen besides the task's (where a redirect ended)
+
+
+@dataclass
+class CommitResult:
+    completed: list[Task] = field(default_factory=list)
+    pushed: int = 0  # children new in seeds
+    duplicates: int = 0  # children the Bloom filter had seen
+    over_limit: int = 0  # children refused by max_pages / domain_max_pages
+    repushed: int = 0  # children of re-delivered tasks pushed whatever the Bloom filter said
+
+
+class Committer:
+    def __init__(self, redis: Any, politeness: Politeness, dupefilter: Any, catalog: CrawlCatalog) -> None:
+        self.redis = redis
+        self.politeness = politeness
+        self.dupefilter = dupefilter  # spiders.dupefilter.BloomDupeFilter: its per-crawl filters
+        self.catalog = catalog
+        self.job = politeness.job
+        self._admit = redis.register_script(_ADMIT)
+
+    def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
+        """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
+        result = CommitResult()
+        if not batch:
+            return result
+        digests = {id(f): _digest(f.lease.member) for f in batch if f.children}
+        redelivered = self._journal(batch, digests, now)
+        children = self._new_children(batch, redelivered, result)
+        admitted = self._within_limits(children, result)
+        if admitted:
+            result.pushed = push_seeds(self.redis, admitted)
+        result.completed = self.politeness.complete([f.lease for f in batch])
+        self._count(batch, result.completed, list(digests.values()))
+        return result
+
+    def mark_seen(self, tasks: Sequence[Task]) -> None:
+        """Mark tasks' URLs in their crawls' Bloom filters (start URLs, which no worker pushed)."""
+        by_namespace: dict[str, list[bytes]] = defaultdict(list)
+        for task in tasks:
+            by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(url_fingerprint(task.url))
+        for namespace, fingerprints in by_namespace.items():
+            self.dupefilter.bloom(namespace).add_fingerprints(fingerprints)
+
+    # --- steps ----------------------------------------------------------------------------------------------------
+    def _journal(self, batch: Sequence[Finished], digests: dict[int, str], now: float) -> set[int]:
+        if not digests:
+            return set()
+        pipe = self.redis.pipeline(transaction=False)
+        for digest in digests.values():
+            pipe.zadd(keys.CHILDREN_JOURNAL, {digest: now}, nx=True)
+        pipe.zremrangebyscore(keys.CHILDREN_JOURNAL, "-inf", now - JOURNAL_KEEP_SECONDS)
+        added = pipe.execute()[:-1]
+        redelivered = {key for key, new in zip(digests, added, strict=True) if not int(new)}
+        if redelivered:
+            logger.info("%d re-delivered tasks push all their children again", len(redelivered))
+        return redelivered
+
+    def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult) -> list[Task]:
+        by_namespace: dict[str, list[tuple[bytes, Task | None, bool]]] = defaultdict(list)
+        for finished in batch:
+            task = finished.lease.task
+            namespace = self.dupefilter.namespace({"crawlid": task.crawlid})
+            for url in [task.url, *finished.marks]:
+                by_namespace[namespace].append((url_fingerprint(url), None, False))
+            forced = id(finished) in redelivered
+            for child in finished.children:
+                by_namespace[namespace].append((url_fingerprint(child.url), child, forced))
+        new: list[Task] = []
+        for namespace, entries in by_namespace.items():
+            unique = list(dict.fromkeys(fp for fp, _, _ in entries))
+            fresh = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
+            taken: set[bytes] = set()
+            for fp, child, forced in entries:
+                if child is None:
+                    continue
+                if forced:
+                    new.append(child)
+                    result.repushed += 1
+                elif fresh.get(fp) and fp not in taken:
+                    taken.add(fp)
+                    new.append(child)
+                else:
+                    result.duplicates += 1
+        return new
+
+    def _within_limits(self, children: list[Task], result: CommitResult) -> list[Task]:
+        by_crawl: dict[str, list[Task]] = defaultdict(list)
+        for child in children:
+            by_crawl[child.crawlid].append(child)
+        admitted: list[Task] = []
+        unlimited: Counter[str] = Counter()
+        for crawlid, tasks in by_crawl.items():
+            crawl = self.catalog.get(crawlid)
+            if crawl is None or (crawl.max_pages is None and crawl.domain_max_pages is None):
+                admitted += tasks
+                unlimited[crawlid] += len(tasks)
+                continue
+            by_domain: dict[str, list[Task]] = defaultdict(list)
+            for task in tasks:
+                by_domain[task.domain].append(task)
+            args: list[Any] = [crawl.max_pages or "", crawl.domain_max_pages or "", _domain_or_empty(crawl.url)]
+            for domain, domain_tasks in by_domain.items():
+                args += [domain, len(domain_tasks)]
+            allowed = self._admit(keys=[keys.crawl(crawlid)], args=args)
+            for (_, domain_tasks), n in zip(by_domain.items(), allowed, strict=True):
+                admitted += domain_tasks[:int(n)]
+                result.over_limit += len(domain_tasks) - int(n)
+        if unlimited:
+            pipe = self.redis.pipeline(transaction=False)
+            for crawlid, n in unlimited.items():
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ENQUEUED, n)
+            pipe.execute()
+        return admitted
+
+    def _count(self, batch: Sequence[Finished], completed: list[Task], digests: list[str]) -> None:
+        done = {task.encode() for task in completed}
+        pages: Counter[str] = Counter()
+        items: Counter[str] = Counter()
+        for finished in batch:
+            task = finished.lease.task
+            if task.encode() in done:
+                pages[task.crawlid] += 1
+                items[task.crawlid] += finished.items
+        pipe = self.redis.pipeline(transaction=False)
+        for crawlid, n in pages.items():
+            pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, n)
+            if items[crawlid]:
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, items[crawlid])
+        if digests:
+            pipe.zrem(keys.CHILDREN_JOURNAL, *digests)
+        pipe.execute()
+        if completed:
+            record_completion(self.redis, self.job, len(completed))
+
+
+def _digest(member: str) -> str:
+    return hashlib.blake2b(f"{member}".encode(), digest_size=12).hexdigest()
+
+
+def _domain_or_empty(url: str) -> str:
+    try:
+        return domain_of(url) if url else ""
+    except InvalidDomain:
+        return ""

@@ -1,0 +1,128 @@
+"""What a worker knows of each crawl: its rule, limits, cookies and state, read from ``crawl:<crawlid>``.
+
+The rule is stored once per crawl (ARCHITECTURE.md, step 1), not in every task, so a worker reads it the first time
+it meets the crawl and keeps it. The state (running, stopped, finished) and the limits are read again after
+CRAWLFLEET_CRAWL_REFRESH seconds, so that a stop reaches every worker within that time.
+
+Reads are blocking Redis calls: only the worker's feed thread calls :meth:`CrawlCatalog.load`; the reactor thread
+only calls :meth:`CrawlCatalog.get`, which answers from memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from messaging import keys
+from messaging.tasks import CrawlFields, CrawlState
+
+logger = logging.getLogger(__name__)
+MAX_CRAWLS = 4096  # crawls remembered by one worker; the least recently loaded are forgotten first
+
+
+@dataclass(frozen=True)
+class CrawlInfo:
+    crawlid: str
+    spider_type: str = ""
+    rule: dict[str, Any] = field(default_factory=dict)
+    url: str = ""  # the start URL
+    userid: str = ""
+    maxdepth: int | None = None
+    max_pages: int | None = None
+    domain_max_pages: int | None = None
+    cookie: dict[str, str] = field(default_factory=dict)
+    state: str = ""  # "" when the crawl hash does not exist (expired, or never written)
+    loaded_at: float = 0.0  # this process's monotonic clock
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.state)
+
+    @property
+    def running(self) -> bool:
+        return self.state == CrawlState.RUNNING
+
+    @classmethod
+    def from_hash(cls, crawlid: str, data: dict[Any, Any], loaded_at: float) -> CrawlInfo:
+        text = {_text(k): _text(v) for k, v in data.items()}
+        return cls(
+            crawlid=crawlid,
+            spider_type=text.get(CrawlFields.SPIDER_TYPE, ""),
+            rule=_json_object(text.get(CrawlFields.RULE), crawlid, "rule"),
+            url=text.get(CrawlFields.URL, ""),
+            userid=text.get(CrawlFields.USERID, ""),
+            maxdepth=_int(text.get(CrawlFields.MAXDEPTH)),
+            max_pages=_int(text.get(CrawlFields.MAX_PAGES)),
+            domain_max_pages=_int(text.get(CrawlFields.DOMAIN_MAX_PAGES)),
+            cookie={str(k): str(v) for k, v in _json_object(text.get(CrawlFields.COOKIE), crawlid, "cookie").items()},
+            state=text.get(CrawlFields.STATE, ""),
+            loaded_at=loaded_at,
+        )
+
+
+class CrawlCatalog:
+    """The crawls this worker has met (see the module docstring)."""
+
+    def __init__(self, redis: Any, refresh_seconds: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.redis = redis
+        self.refresh_seconds = refresh_seconds
+        self.clock = clock
+        self._crawls: dict[str, CrawlInfo] = {}
+        self._lock = threading.Lock()
+
+    def get(self, crawlid: str) -> CrawlInfo | None:
+        """The crawl as last read (never touches Redis)."""
+        return self._crawls.get(crawlid)
+
+    def stale(self, crawlids: Iterable[str]) -> list[str]:
+        now = self.clock()
+        return [c for c in set(crawlids)
+                if (info := self._crawls.get(c)) is None or now - info.loaded_at >= self.refresh_seconds]
+
+    def load(self, crawlids: Iterable[str], force: bool = False) -> dict[str, CrawlInfo]:
+        """Read the given crawls that are unknown or stale (all of them with ``force``) in one round trip."""
+        wanted = sorted(set(crawlids)) if force else sorted(self.stale(crawlids))
+        if wanted:
+            pipe = self.redis.pipeline(transaction=False)
+            for crawlid in wanted:
+                pipe.hgetall(keys.crawl(crawlid))
+            now = self.clock()
+            fresh = {crawlid: CrawlInfo.from_hash(crawlid, data or {}, now)
+                     for crawlid, data in zip(wanted, pipe.execute(), strict=True)}
+            with self._lock:
+                crawls = {**self._crawls, **fresh}
+                if len(crawls) > MAX_CRAWLS:
+                    oldest = sorted(crawls.values(), key=lambda info: info.loaded_at)[:len(crawls) - MAX_CRAWLS]
+                    for info in oldest:
+                        crawls.pop(info.crawlid, None)
+                self._crawls = crawls  # replaced, never mutated: readers on the reactor thread need no lock
+        return {crawlid: self._crawls[crawlid] for crawlid in set(crawlids) if crawlid in self._crawls}
+
+    def refresh_known(self) -> None:
+        """Re-read every stale crawl this worker knows (stops and limits reach it within the refresh time)."""
+        self.load(list(self._crawls))
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value not in (None, "") else None
+
+
+def _json_object(raw: str | None, crawlid: str, what: str) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        logger.error("crawl %s: unreadable %s in Redis", crawlid, what)
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

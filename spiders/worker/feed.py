@@ -1,0 +1,267 @@
+"""The worker's feed: a background thread that does every blocking Redis call of the worker, so the reactor never waits.
+
+The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in memory; this thread:
+
+- **registers** the job (``master.registry``: job id, spider type, host IP identity) and **heartbeats** every
+  CRAWLFLEET_HEARTBEAT_INTERVAL seconds (busy while it holds tasks);
+- **takes** tasks with the fair domain walk (:class:`master.domain_walk.DomainWalk`) over the politeness step
+  (:meth:`master.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
+  up to CRAWLFLEET_PREFETCH leased tasks ready for the downloader; when nothing can be taken it waits as long as the
+  walk says (the earliest moment a domain may open, with a back-off that grows to CRAWLFLEET_IDLE_BACKOFF_MAX
+  while the queues stay empty), or until the scheduler wakes it;
+- **reads** each crawl's rule and state once (:class:`~spiders.worker.crawls.CrawlCatalog`) before a task of the crawl
+  is handed out, and re-reads known crawls so that a stop is noticed; tasks of a stopped crawl complete unfetched;
+- **renews** the leases of tasks still being processed (items waiting for MongoDB, slow downloads) after a third of
+  the lease time;
+- **commits** finished tasks in batches every CRAWLFLEET_COMMIT_INTERVAL (:class:`~spiders.worker.commit.Committer`);
+- **stops** on request (SIGTERM, a full shutdown) after committing what is finished, then leaves the registry, so
+  the master puts every task it still holds (prefetched, leased) back into ``seeds`` at once.
+
+Hand-offs with the reactor are thread-safe queues; ``on_ready`` is called on this thread when tasks become ready
+(the scheduler turns it into a ``callFromThread`` nudge of the engine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from master.domain_walk import DomainWalk
+from master.politeness import Lease, Politeness, TakeResult
+from master.registry import Fenced, WorkerInfo, WorkerRegistry
+from messaging.clock import RedisClock
+from messaging.tasks import Task
+from spiders.worker.commit import Committer, Finished
+from spiders.worker.crawls import CrawlCatalog
+
+logger = logging.getLogger(__name__)
+MIN_IDLE_BACKOFF = 0.05
+COMMIT_BATCH = 500
+
+
+def default_job_id(spider_type: str) -> str:
+    """A job id never used before (a retired id stays fenced): host, spider type, pid and a random tail."""
+    return f"{socket.gethostname()}-{spider_type}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class FeedConfig:
+    prefetch: int = 32
+    commit_interval: float = 0.2
+    heartbeat_interval: float = 3.0
+    idle_backoff_max: float = 2.0
+    lease_seconds: float = 600.0
+    crawl_refresh: float = 2.0
+
+
+class TaskFeed:
+    def __init__(self, info: WorkerInfo, politeness: Politeness, registry: WorkerRegistry, catalog: CrawlCatalog,
+                 committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
+                 on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.info = info
+        self.politeness = politeness
+        self.registry = registry
+        self.catalog = catalog
+        self.committer = committer
+        self.config = config
+        self.on_ready = on_ready
+        self.on_fenced = on_fenced
+        self.clock = clock
+        self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
+                               max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
+        self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
+        self.held: dict[str, tuple[Lease, float]] = {}  # every lease this worker holds -> when it was last renewed
+        self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        self.paused = False  # back-pressure from storage: take nothing new
+        self.completed = 0
+        self.fenced = False
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # --- reactor side ---------------------------------------------------------------------------------------------
+    def pop(self) -> Lease | None:
+        with self._lock:
+            lease = self.ready.popleft() if self.ready else None
+        if lease is not None and len(self.ready) < self.config.prefetch // 2:
+            self._wake.set()
+        return lease
+
+    def finish(self, finished: Finished) -> None:
+        self.finished.put(finished)
+
+    def pause(self, paused: bool) -> None:
+        self.paused = paused
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
+    def register(self) -> WorkerInfo:
+        """Join the registry (blocking; call it off the reactor). Raises ``Fenced`` for a retired job id."""
+        self.info = self.registry.register(self.info)
+        return self.info
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"feed-{self.info.job}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Commit what is finished, stop taking, leave the registry (blocking; call it off the reactor)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._commit_all()
+        if not self.fenced:
+            try:
+                self.registry.leave(self.info.job)
+            except Exception:  # the master retires the job after the heartbeat TTL anyway
+                logger.exception("could not leave the registry; the master will retire %s after its TTL",
+                                 self.info.job)
+        logger.info("worker %s stopped: %d tasks completed, %d handed back", self.info.job, self.completed,
+                    len(self.held))
+
+    # --- the thread -----------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_beat = next_renew = next_refresh = next_commit = 0.0
+        failing_since: float | None = None
+        while not self._stopping.is_set():
+            now = self.clock()
+            wait = self.config.idle_backoff_max
+            try:
+                if now >= next_commit:
+                    self._commit_some()
+                    next_commit = now + self.config.commit_interval
+                if now >= next_beat:
+                    self.registry.heartbeat(self.info.job, busy=bool(self.held))
+                    next_beat = now + self.config.heartbeat_interval
+                if now >= next_renew:
+                    self._renew(now)
+                    next_renew = now + self.config.lease_seconds / 6
+                if now >= next_refresh:
+                    self.catalog.refresh_known()
+                    next_refresh = now + self.config.crawl_refresh
+                if not self.paused and len(self.ready) < self.config.prefetch:
+                    if self._fill():
+                        continue
+                    wait = min(wait, self.walk.wake_in)
+                if failing_since is not None:
+                    logger.warning("Redis is reachable again after %.1fs", now - failing_since)
+                    failing_since = None
+            except Fenced:
+                logger.error("job %s was retired by the master (no heartbeat in time): stopping", self.info.job)
+                self.fenced = True
+                self.on_fenced()
+                return
+            except Exception as exc:  # Redis down: say so once, keep trying
+                if failing_since is None:
+                    failing_since = now
+                    logger.warning("worker %s: Redis call failed (%s); retrying", self.info.job, exc)
+                wait = 1.0
+            if not self.finished.empty():
+                wait = min(wait, max(0.0, next_commit - self.clock()))
+            wait = min(wait, max(0.0, next_beat - self.clock()))
+            self._wake.wait(max(wait, 0.001))
+            self._wake.clear()
+
+    def _fill(self) -> bool:
+        """Take tasks until the prefetch is full or nothing can be taken now; True when something was taken."""
+        taken = False
+        while not self.paused and len(self.ready) < self.config.prefetch and not self._stopping.is_set():
+            result = self.walk.poll()
+            if result is None or result.lease is None:
+                break
+            lease = result.lease
+            task = lease.task
+            crawl = self.catalog.load([task.crawlid]).get(task.crawlid)
+            self.held[lease.member] = (lease, self.clock())
+            if crawl is None or not crawl.running:
+                why = "stopped" if crawl is not None and crawl.exists else "unknown"
+                logger.info("dropping %s: crawl %s is %s", task.url, task.crawlid, why)
+                self.finish(Finished(lease))
+                continue
+            if task.depth == 0:  # a start URL: mark it seen now (its children are marked when they are pushed)
+                self.committer.mark_seen([task])
+            with self._lock:
+                was_empty = not self.ready
+                self.ready.append(lease)
+            taken = True
+            if was_empty:
+                self.on_ready()
+        if taken:
+            self.on_ready()
+        return taken
+
+    def _take(self, domain: str) -> TakeResult:
+        return self.politeness.take(domain)
+
+    def _removed(self, tasks: list[Task]) -> None:
+        """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) leave their crawl's counts."""
+        if tasks:
+            self.registry.record_completion(self.info.job, tasks)
+
+    def _renew(self, now: float) -> None:
+        due = [(member, lease) for member, (lease, renewed) in list(self.held.items())
+               if now - renewed >= self.config.lease_seconds / 3]
+        for member, lease in due:
+            renewed = self.politeness.renew(lease)
+            if renewed is None:
+                logger.warning("lease of %s was lost (expired or purged); its result will not be acknowledged",
+                               lease.task.url)
+                self.held[member] = (lease, float("inf"))  # never renewed again; dropped when it finishes
+            else:
+                self.held[member] = (renewed, now)
+
+    def _commit_some(self) -> None:
+        batch: list[Finished] = []
+        while len(batch) < COMMIT_BATCH:
+            try:
+                batch.append(self.finished.get_nowait())
+            except queue.Empty:
+                break
+        if not batch:
+            return
+        try:
+            result = self.committer.commit(batch, RedisClock(self.politeness.redis).now())
+        except Exception:
+            for finished in batch:  # kept for the next attempt: nothing finished is lost on a Redis hiccup
+                self.finished.put(finished)
+            raise
+        for finished in batch:
+            self.held.pop(finished.lease.member, None)
+        self.completed += len(result.completed)
+        logger.debug("committed %d tasks: %d children pushed, %d seen, %d over limits", len(batch), result.pushed,
+                     result.duplicates, result.over_limit)
+
+    def _commit_all(self) -> None:
+        for _ in range(100):
+            if self.finished.empty():
+                return
+            try:
+                self._commit_some()
+            except Fenced:
+                self.fenced = True
+                return
+            except Exception:  # at shutdown: the leases expire and the tasks are redone
+                logger.exception("could not commit finished tasks at shutdown; they will be crawled again")
+                return
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.held)
+
+    def stats(self) -> dict[str, Any]:
+        return {"ready": len(self.ready), "held": len(self.held), "completed": self.completed,
+                "paused": self.paused, "skips": dict(self.walk.skips)}
