@@ -1,8 +1,9 @@
 """A simulated worker for the dispatcher's benchmarks and tests: completes tasks at a set speed, in simulated time.
 
 It talks to real Redis exactly as a Scrapy worker does, minus the crawling: it registers and heartbeats through
-``master.registry``, leases tasks from its domain queues (``<job>:{<domain>}:queue`` -> ``:inflight``, one atomic
-call per domain), acknowledges them and reports the completions (:func:`master.registry.record_completion`). Its
+``master.registry``, leases tasks from its domain queues through the politeness step (:meth:`Politeness.take`, with
+a rate too high to throttle), completes them (:meth:`Politeness.complete`) and counts the completions for the
+weights (:func:`master.registry.record_completion`). Its
 speed (tasks per minute) can change during a run. Politeness is not simulated (the politeness engine's own tests
 cover it).
 """
@@ -11,29 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from master.config_watch import StaticSiteConfig
+from master.politeness import Lease, Outcome, Politeness
 from master.registry import WorkerInfo, WorkerRegistry, record_completion
 from messaging import keys
-from messaging.tasks import Task
+from messaging.siteconfig import Rate
 
-# KEYS: queue, inflight. ARGV: n, lease deadline. Reply: the leased tasks.
-_LEASE = """
-local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
-local tasks = {}
-for i = 1, #popped, 2 do
-  redis.call('ZADD', KEYS[2], ARGV[2], popped[i])
-  tasks[#tasks + 1] = popped[i]
-end
-return tasks
-"""
-
-# KEYS: inflight. ARGV: tasks. Reply: the tasks whose lease was still held.
-_ACK = """
-local done = {}
-for i = 1, #ARGV do
-  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then done[#done + 1] = ARGV[i] end
-end
-return done
-"""
+UNTHROTTLED = Rate(10**9, 60)  # politeness is not simulated: the engine's own tests cover it
 
 
 class SimWorker:
@@ -46,11 +31,11 @@ class SimWorker:
         self.ip = ip
         self.lease_seconds = lease_seconds
         self.registry = WorkerRegistry(redis)
+        self.politeness = Politeness(redis, job, spider_type, ip, StaticSiteConfig(UNTHROTTLED),
+                                     lease_seconds=lease_seconds)
         self.completed = 0
         self._carry = 0.0
         self._next_domain = 0
-        self._lease = redis.register_script(_LEASE)
-        self._ack = redis.register_script(_ACK)
 
     def register(self, now: float) -> None:
         self.registry.register(WorkerInfo(self.job, self.spider_type, self.ip, "sim", 0), now=now)
@@ -60,39 +45,30 @@ class SimWorker:
         return sorted(d.decode() if isinstance(d, bytes) else d for d in members)
 
     def lease(self, n: int, now: float) -> list[tuple[str, str]]:
-        """Lease up to ``n`` tasks, walking the domain queues round robin; returns (domain, task) pairs."""
+        """Lease up to ``n`` tasks through the politeness step, walking the domain queues round robin; returns
+        (domain, task) pairs."""
         domains = self.domains()
         leased: list[tuple[str, str]] = []
-        for offset in range(len(domains)):
-            if len(leased) >= n:
-                break
-            domain = domains[(self._next_domain + offset) % len(domains)]
-            share = max(1, (n - len(leased)) // max(1, len(domains) - offset))
-            got = self._lease(keys=[keys.queue(self.job, domain), keys.inflight(self.job, domain)],
-                              args=[share, repr(now + self.lease_seconds)])
-            leased += [(domain, t.decode() if isinstance(t, bytes) else t) for t in got]
-        if domains:
-            self._next_domain = (self._next_domain + 1) % len(domains)
-        if len(leased) < n and domains:  # uneven queues: take the rest from wherever there is work
-            for domain in domains:
+        open_domains = list(domains[self._next_domain:] + domains[:self._next_domain]) if domains else []
+        while len(leased) < n and open_domains:
+            for domain in list(open_domains):
                 if len(leased) >= n:
                     break
-                got = self._lease(keys=[keys.queue(self.job, domain), keys.inflight(self.job, domain)],
-                                  args=[n - len(leased), repr(now + self.lease_seconds)])
-                leased += [(domain, t.decode() if isinstance(t, bytes) else t) for t in got]
+                result = self.politeness.take(domain, now=now)
+                if result.outcome == Outcome.TAKEN and result.lease is not None:
+                    leased.append((domain, result.lease.member))
+                else:
+                    open_domains.remove(domain)
+        if domains:
+            self._next_domain = (self._next_domain + 1) % len(domains)
         return leased
 
     def ack(self, leased: list[tuple[str, str]], now: float) -> int:
-        """Complete leased tasks: acknowledge the leases, then count the completions. Raises Fenced if retired."""
-        by_domain: dict[str, list[str]] = {}
-        for domain, task in leased:
-            by_domain.setdefault(domain, []).append(task)
-        done: list[Task] = []
-        for domain, tasks in by_domain.items():
-            acked = self._ack(keys=[keys.inflight(self.job, domain)], args=tasks)
-            done += [Task.decode(t) for t in acked]
+        """Complete leased tasks (acknowledged and released in one step per domain), then count the completions.
+        Raises Fenced if retired."""
+        done = self.politeness.complete([Lease(domain, member, 0.0) for domain, member in leased])
         if done:
-            record_completion(self.redis, self.job, done, now)
+            record_completion(self.redis, self.job, len(done), now)
             self.completed += len(done)
         return len(done)
 

@@ -15,8 +15,9 @@ from typing import Any
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.web import http, server
 from twisted.web.resource import Resource
+from twisted.web.static import NoRangeStaticProducer
 
-from deploy.demoweb.router import STATS_PATH, Reply, Router
+from deploy.demoweb.router import STATS_PATH, Reply, Router, StreamReply
 
 SERVER_HEADER = b"demoweb"
 
@@ -29,6 +30,7 @@ class DemoResource(Resource):
         self.router = router
         self.clock = clock
         self.answers: Counter[tuple[str, int]] = Counter()  # (site name, status) -> count
+        self.paths: Counter[tuple[str, str]] = Counter()  # (site name, path) -> requests: "fetched twice?" checks
 
     def render(self, request: server.Request) -> bytes | int:
         request.setHeader(b"server", SERVER_HEADER)
@@ -46,17 +48,23 @@ class DemoResource(Resource):
                      for key, values in (request.args or {}).items()}
             reply = self.router.route(site, path, query)
         self.answers[site.name, reply.status] += 1
+        if path != STATS_PATH:
+            self.paths[site.name, path] += 1
+        if isinstance(reply, StreamReply):
+            return self._stream(request, reply)
         if reply.delay > 0:
             return self._send_later(request, reply)
         return self._send(request, reply)
 
     def stats(self) -> dict[str, Any]:
-        """Answers so far: ``{site: {"requests": n, "status": {"200": n, …}}}``."""
+        """Answers so far: ``{site: {"requests": n, "status": {"200": n, …}, "paths": {path: n, …}}}``."""
         result: dict[str, Any] = {}
         for (name, status), count in sorted(self.answers.items()):
-            entry = result.setdefault(name, {"requests": 0, "status": {}})
+            entry = result.setdefault(name, {"requests": 0, "status": {}, "paths": {}})
             entry["requests"] += count
             entry["status"][str(status)] = count
+        for (name, path), count in self.paths.items():
+            result.setdefault(name, {"requests": 0, "status": {}, "paths": {}})["paths"][path] = count
         return result
 
     @staticmethod
@@ -68,6 +76,19 @@ class DemoResource(Resource):
         if reply.location:
             request.setHeader(b"location", reply.location.encode())
         return b"" if request.method == b"HEAD" else reply.body
+
+    @staticmethod
+    def _stream(request: server.Request, reply: StreamReply) -> bytes | int:
+        """Write a large body in pieces as the client reads it (a pull producer over a file-like body)."""
+        request.setResponseCode(reply.status)
+        request.setHeader(b"content-type", reply.content_type.encode())
+        request.setHeader(b"content-length", str(reply.length).encode())
+        for name, value in reply.headers:
+            request.setHeader(name.encode(), value.encode())
+        if request.method == b"HEAD":
+            return b""
+        NoRangeStaticProducer(request, reply.open_body()).start()
+        return server.NOT_DONE_YET
 
     def _send_later(self, request: server.Request, reply: Reply) -> int:
         """Answer after ``reply.delay`` s without blocking the reactor; forget it if the client leaves."""

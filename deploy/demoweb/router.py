@@ -14,9 +14,13 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
 
 from deploy.demoweb import templates
 from deploy.demoweb.sites import DEFAULT_SLOW_SECONDS, DISALLOWED_PREFIX, Site, manifest
+
+if TYPE_CHECKING:
+    from deploy.demoweb.hostile import HostileSite
 
 MANIFEST_PATH = "/_demoweb/manifest.json"
 STATS_PATH = "/_demoweb/stats.json"
@@ -38,10 +42,22 @@ class Reply:
     delay: float = 0.0  # seconds to wait before answering (the slow page)
 
 
+@dataclass(frozen=True)
+class StreamReply:
+    """A reply whose body is written in pieces as the client reads it: large bodies (the hostile site's) are never
+    one bytes object per request. ``open_body`` gives each request its own file-like object (``read``, ``close``)."""
+
+    status: int
+    content_type: str
+    length: int
+    open_body: Callable[[], BinaryIO]
+    headers: tuple[tuple[str, str], ...] = ()
+
+
 class Router:
     """Replies of the demo sites served on ``port``."""
 
-    def __init__(self, sites: Iterable[Site], *, port: int, pages: int, seed: str, static: bool = False,
+    def __init__(self, sites: Iterable[Site | HostileSite], *, port: int, pages: int, seed: str, static: bool = False,
                  slow_seconds: float = DEFAULT_SLOW_SECONDS) -> None:
         self.sites = tuple(sites)
         self.port = port
@@ -77,13 +93,13 @@ class Router:
         self._cache: dict[tuple[str, str], Reply] = {}
         if static:
             self._cache = {(site.name, path): self._render(site, path, {})
-                           for site in self.sites for path in self.finite_paths(site)}
+                           for site in self.sites if isinstance(site, Site) for path in self.finite_paths(site)}
 
     @property
     def cached_pages(self) -> int:
         return len(self._cache)
 
-    def site_for(self, host_header: str | None, local_ip: str) -> Site | None:
+    def site_for(self, host_header: str | None, local_ip: str) -> Site | HostileSite | None:
         """The site a request is for: its Host header when that names a site, else the address it came to."""
         if host_header:
             name = host_header.rsplit(":", 1)[0].rstrip(".").lower()
@@ -91,10 +107,12 @@ class Router:
                 return self._by_name[name]
         return self._by_ip.get(local_ip)
 
-    def origin(self, site: Site) -> str:
+    def origin(self, site: Site | HostileSite) -> str:
         return f"http://{site.name}:{self.port}"
 
-    def route(self, site: Site, path: str, query: Query) -> Reply:
+    def route(self, site: Site | HostileSite, path: str, query: Query) -> Reply | StreamReply:
+        if not isinstance(site, Site) and path != MANIFEST_PATH:
+            return site.route(path, self.origin(site))  # the hostile site answers for itself
         cached = self._cache.get((site.name, path))
         if cached is not None:
             return cached

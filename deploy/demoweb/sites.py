@@ -17,9 +17,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deploy.demoweb.text import CHINESE, ENGLISH, Language, slugify
+
+if TYPE_CHECKING:
+    from deploy.demoweb.hostile import HostileSite
 
 DOMAIN = "fleet.test"
 DEFAULT_PAGES = 300
@@ -238,8 +241,11 @@ def base_url(name: str, port: int) -> str:
     return f"http://{name}:{port}/"
 
 
-def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[Site, ...]:
-    """The demo web: ``pages`` articles on each content site (the trap site: a tenth of that, at least 5)."""
+def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[Site | HostileSite, ...]:
+    """The demo web: ``pages`` articles on each content site (the trap site: a tenth of that, at least 5), then
+    the hostile site (``deploy.demoweb.hostile``, last: it is no :class:`Site`)."""
+    from deploy.demoweb.hostile import HostileSite  # it builds on this module: imported when the sites are built
+
     if pages < 1:
         raise ValueError(f"pages must be positive, not {pages}")
     common = {"seed": seed}
@@ -260,28 +266,32 @@ def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[S
              (("events", "Events"), ("venues", "Venues")),
              "blog", 10, max(5, pages // 10), theme=Theme("event-title", "event-body", "event-list", "meta"),
              calendar_home=True, **common),
+        HostileSite(),
     )
 
 
-def site_addresses(sites: Iterable[Site]) -> dict[str, str]:
+def site_addresses(sites: Iterable[Site | HostileSite]) -> dict[str, str]:
     return {site.name: site.ip for site in sites}
 
 
-def hosts_file_text(sites: Iterable[Site], port: int) -> str:
+def hosts_file_text(sites: Iterable[Site | HostileSite], port: int) -> str:
     """The demo web's names in ``/etc/hosts`` format (read by :mod:`messaging.hostmap`)."""
     lines = [f"# crawlfleet demo web (python -m deploy.demoweb), port {port}"]
     lines += [f"{site.ip}\t{site.name}" for site in sites]
     return "\n".join(lines) + "\n"
 
 
-def manifest(sites: Iterable[Site], *, port: int, pages: int, seed: str, static: bool,
+def manifest(sites: Iterable[Site | HostileSite], *, port: int, pages: int, seed: str, static: bool,
              slow_seconds: float) -> dict[str, Any]:
-    """What the demo web serves, for tests and the demo to check a crawl's completeness."""
+    """What the demo web serves, for tests and the demo to check a crawl's completeness (content sites under
+    ``sites``, the hostile site and what a crawl should make of each of its pages under ``hostile``)."""
+    sites = tuple(sites)
     return {
         "port": port,
         "pages": pages,
         "seed": seed,
         "static": static,
         "slow_seconds": slow_seconds,
-        "sites": {site.name: site.describe(port) for site in sites},
+        "sites": {site.name: site.describe(port) for site in sites if isinstance(site, Site)},
+        "hostile": {site.name: site.describe(port) for site in sites if not isinstance(site, Site)},
     }

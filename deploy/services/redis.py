@@ -38,13 +38,14 @@ def _argv(port: int, data_dir: Path, aof: bool, *extra: str) -> list[str]:
 class RedisService(LocalService):
     name = "redis"
 
-    def __init__(self, aof: bool = False) -> None:
+    def __init__(self, aof: bool = False, port: int | None = None) -> None:
         self.aof = aof
+        self.port = port  # None: a free one; a fixed port restarts a server where its clients look for it
 
     def start(self, run_dir: Path) -> ServiceRecord:
         data_dir = run_dir / "redis"
         data_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
+        port = self.port or free_port()
         log = run_dir / "redis.log"
         proc = spawn(_argv(port, data_dir, self.aof), log)
         return ServiceRecord(self.name, [proc.pid], [port], str(log), str(data_dir), {"aof": self.aof})

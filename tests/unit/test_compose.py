@@ -50,3 +50,14 @@ def test_every_variable_is_a_documented_setting(compose):
     for name, spec in _own_services(compose).items():
         for variable in spec.get("environment", {}):
             assert variable in SETTINGS, f"{name} sets {variable}, which is not a documented setting"
+
+
+def test_workers_of_each_spider_type_are_scalable_services(compose):
+    own = _own_services(compose)
+    for spider in ("list", "universal"):
+        spec = own[f"worker-{spider}"]
+        assert spec["command"] == ["worker", "--spider", spider]
+        # --scale needs replicas that differ: no fixed job id, container name or host port
+        assert "--job" not in spec["command"] and "container_name" not in spec and "ports" not in spec
+        assert spec["environment"]["CRAWLFLEET_REDIS_URL"] == own["master"]["environment"]["CRAWLFLEET_REDIS_URL"]
+        assert spec["stop_grace_period"]  # time to hand the leases back on SIGTERM

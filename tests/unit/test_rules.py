@@ -9,54 +9,13 @@ from urllib.parse import urlsplit
 import pytest
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 
+from deploy.demo_rules import DEMO_LIST_RULE, DEMO_UNIVERSAL_RULE
 from deploy.demoweb import templates
 from deploy.demoweb.sites import Site, build_sites
 from spiders.rules import DETAIL_URL_FIELD, Link, ListRule, RuleError, UniversalRule
 from spiders.rules import universal_rule as universal_module
 
 pytestmark = pytest.mark.unit
-
-# --- the demo web's rules (reused by the end-to-end tests and the demo) ---------------------------------------
-# A news section's list pages, page after page: one item per article, its title (and date) from the list, its body
-# and author from the article page. Works on every demo site (the themes differ in class names, not in structure).
-DEMO_LIST_RULE = {
-    "first_page_xpath": {
-        "list_from": "//main/ul/li[a[@class='title']]",
-        "second_page_url": "a[@class='title']/@href",
-        "next_page": "//div[@class='pagination']/a[@class='next']/@href",
-        "title": "a[@class='title']",
-        "date": "span[@class='date']",
-    },
-    "second_page_xpath": {
-        "body": "//article/div[p]",
-        "author": "substring-after(//article//span[@class='author'], ' ')",
-    },
-    "required": ["title", "body"],
-}
-# From a site's home page: section and pagination links are followed (rule 0), articles linked from the news lists
-# are extracted and not followed (rule 1). The slow /live/ page is denied; related links (some 301, some 404) and the
-# sidebar are outside the restricted regions, so every article is reached once through its section's list pages.
-DEMO_UNIVERSAL_RULE = {
-    "rules": [
-        {
-            "allow": [r"^https?://[^/]+/[a-z]+/(page/[0-9]+/)?$", r"^https?://[^/]+/[a-z]+/index(_[0-9]+)?\.shtml$"],
-            "deny": r"/live/",
-            "restrict_xpaths": ["//nav[@class='main-nav']", "//div[@class='pagination']"],
-        },
-        {
-            "allow": [r"/[0-9]{4}/[0-9]{2}/[0-9]{2}/[a-z0-9-]+-[0-9]+\.html$",
-                      r"/[0-9]{4}-[0-9]{2}/[0-9]{2}/content_[0-9]+\.htm$"],
-            "restrict_xpaths": "//main/ul",
-            "extract": {
-                "title": "//article/h1",
-                "author": "substring-after(//article//span[@class='author'], ' ')",
-                "published": "//article//time/@datetime",
-            },
-        },
-    ],
-    "start": "url",
-    "required": ["title"],
-}
 
 LIST_HTML = """<html><head><base href="http://shop.test/catalog/"></head><body>
 <table id="list">

@@ -1,0 +1,137 @@
+"""``crawlfleet up``, ``down`` and ``fleet status``: a long-lived local fleet (see :mod:`deploy.fleet`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from deploy import fleet as local_fleet
+from deploy import services as local_services
+from deploy.demoweb import DEFAULT_PAGES, DemoWebError, demoweb_status
+from messaging.settings import load
+
+console = Console()
+
+PERSISTENCE = (
+    "Redis runs with an append-only file (appendfsync everysec): crawl requests accepted by a Kafka monitor, the "
+    "queues, leases and crawl state survive a Redis restart, losing at most the last second of writes. Kafka "
+    "(Tansu) and MongoDB (SecantusDB) run in memory here: topics and stored items do not survive their restart. "
+    "`crawlfleet demo` runs Redis without the append-only file: nothing survives a restart there."
+)
+
+
+def _run_dir() -> str:
+    return load().run_dir
+
+
+@click.command("up", epilog=PERSISTENCE)
+@click.option("--workers-list", default=2, show_default=True, type=click.IntRange(0), help="Workers of the list "
+              "spider.")
+@click.option("--workers-universal", default=2, show_default=True, type=click.IntRange(0),
+              help="Workers of the universal spider.")
+@click.option("--masters", default=2, show_default=True, type=click.IntRange(1),
+              help="Masters (one leads, the others stand by).")
+@click.option("--demoweb/--no-demoweb", default=True, show_default=True, help="Also run the demo web.")
+@click.option("--pages", default=DEFAULT_PAGES, show_default=True, help="Articles per demo site.")
+@click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for everything to be ready.")
+@click.option("--status", "only_status", is_flag=True, help="Only show the fleet (as `crawlfleet fleet status`).")
+def up(workers_list: int, workers_universal: int, masters: int, demoweb: bool, pages: int, timeout: float,
+       only_status: bool) -> None:
+    """Start a long-lived local fleet under the run directory: the services (Redis with an append-only file), the
+    demo web, the masters, a Kafka monitor, a Redis monitor and the workers, each a recorded child process.
+
+    Idempotent: with a fleet already recorded, nothing new starts; processes that died are started again (a
+    worker under a new job id). Stop it all with `crawlfleet down`.
+    """
+    run_dir = _run_dir()
+    if only_status:
+        _show(run_dir)
+        return
+    spec = local_fleet.FleetSpec(workers_list=workers_list, workers_universal=workers_universal, masters=masters,
+                                 demoweb=demoweb, pages=pages, redis_aof=True, owner="up", timeout=timeout)
+    began = time.monotonic()
+    try:
+        result = local_fleet.up(run_dir, spec)
+    except (local_fleet.FleetError, local_services.ServiceError, DemoWebError, TimeoutError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    started = result["started"]
+    if started:
+        console.print(f"fleet up in {time.monotonic() - began:.1f}s (run dir {run_dir}); started: {', '.join(started)}")
+    else:
+        console.print(f"the fleet already runs (run dir {run_dir}): nothing started")
+    _show(run_dir)
+    if not _redis_has_aof(run_dir):
+        console.print("[yellow]Redis was already running without its append-only file (started by the demo or "
+                      "`services up`): restart the services (`crawlfleet down`, then `up`) for persistence.[/]")
+    console.print("Stop everything with:  crawlfleet down")
+
+
+@click.command("down")
+def down() -> None:
+    """Stop the fleet by PID (workers first, so that they hand their leases back), then the demo web and the
+    services."""
+    try:
+        stopped = local_fleet.down(_run_dir())
+    except local_services.ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+
+
+@click.group("fleet")
+def fleet() -> None:
+    """The local fleet started by `crawlfleet up` or `crawlfleet demo --keep`."""
+
+
+@fleet.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: each process with its pid and liveness.")
+def fleet_status(as_json: bool) -> None:
+    """List the fleet's processes, alive or dead; exits 1 when one is dead or no fleet is recorded."""
+    run_dir = _run_dir()
+    report = local_fleet.status(run_dir)
+    if as_json:
+        click.echo(json.dumps(report, sort_keys=True))
+    else:
+        _show(run_dir)
+    healthy = report["processes"] and all(process["alive"] for process in report["processes"])
+    sys.exit(0 if healthy else 1)
+
+
+def _show(run_dir: str) -> None:
+    console.print(fleet_table(local_fleet.status(run_dir), demoweb_status(run_dir)))
+
+
+def fleet_table(report: dict[str, Any], web: dict[str, Any] | None = None) -> Table:
+    aof = {True: "Redis AOF on", False: "Redis AOF off"}.get(report.get("redis_aof"), "")
+    title = f"crawlfleet fleet ({report.get('owner') or 'not running'}{', ' + aof if aof else ''})"
+    table = Table(title=title)
+    for column in ("process", "pid", "state", "job", "log"):
+        table.add_column(column, overflow="fold")
+    for process in report["processes"]:
+        state = "[green]alive[/]" if process["alive"] else "[red]dead[/]"
+        table.add_row(process["name"], str(process["pid"]), state, process.get("job") or "", process["log"])
+    if web and web.get("running"):
+        table.add_row("demoweb", str(web["pid"]), "[green]alive[/]", "", web.get("log", ""))
+    return table
+
+
+def _redis_has_aof(run_dir: str) -> bool:
+    from messaging import clients
+
+    try:
+        client = clients.redis_client(load({"CRAWLFLEET_RUN_DIR": run_dir}), socket_timeout=2)
+        try:
+            value = client.config_get("appendonly").get("appendonly")
+            return (value.decode() if isinstance(value, bytes) else value) == "yes"
+        finally:
+            client.close()
+    except Exception:  # Redis away: the status table already says so
+        return True
+
+
+COMMANDS = (up, down, fleet)

@@ -1,0 +1,55 @@
+"""A worker killed with SIGKILL in the middle of a crawl loses no page: its leases return, the crawl finishes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.demo_rules import DEMO_UNIVERSAL_RULE
+from deploy.demoweb import start_demoweb, stop_demoweb
+from deploy.procs import kill_hard, wait_for
+from messaging import keys
+
+pytestmark = pytest.mark.e2e
+
+NEWS = "news.fleet.test"
+ARTICLES = 2000  # with its list pages, a crawl of about 2,200 pages
+
+
+@pytest.fixture
+def big_demoweb(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    status = start_demoweb(tmp_path / "web", pages=ARTICLES)
+    try:
+        yield status
+    finally:
+        stop_demoweb(tmp_path / "web")
+
+
+def leases_of(redis: Any, job: str) -> int:
+    domains = [d.decode() for d in redis.smembers(keys.job_domains(job))]
+    return sum(redis.zcard(keys.inflight(job, domain)) for domain in domains)
+
+
+def test_kill_9_of_a_worker_mid_crawl_loses_nothing(fleet: Any, big_demoweb: dict[str, Any]) -> None:
+    fleet.use_demoweb(big_demoweb)
+    fleet.start(masters=2)
+    victim, survivor = "crash-victim", "crash-survivor"
+    victim_proc = fleet.start_worker("universal", victim)
+    fleet.start_worker("universal", survivor)
+    fleet.submit({"userid": "dave", "crawlid": "news-big", "spider_type": "universal", "url": fleet.url(NEWS, "/"),
+                  "rule": DEMO_UNIVERSAL_RULE})
+    collection = fleet.cf.mongo()["news-big"]
+    wait_for(lambda: collection.estimated_document_count() >= 400, 120, "400 items stored before the kill")
+    in_flight = leases_of(fleet.redis, victim)
+    kill_hard(victim_proc.pid)
+
+    fleet.wait_finished(["news-big"], 240)
+    urls = [item["url"] for item in fleet.items("news-big")]
+    assert len(urls) == len(set(urls)) == ARTICLES
+    served = fleet.served(NEWS)
+    twice = {path: n for path, n in served.items() if n > 1 and path != "/search"}
+    assert len(twice) <= in_flight, f"{len(twice)} pages fetched twice, the victim held {in_flight}: {twice}"
+    assert fleet.redis.zscore(keys.RETIRED_WORKERS, victim) is not None  # the master retired (fenced) it

@@ -1,0 +1,134 @@
+"""The worker's own code, in process, on real Redis: dispatch -> take -> complete -> finisher, and re-delivery."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from deploy.procs import wait_for
+from master.config_watch import StaticSiteConfig
+from master.dispatcher import DispatchConfig, Dispatcher
+from master.finisher import Finisher
+from master.politeness import Politeness
+from master.registry import WorkerInfo, WorkerRegistry
+from messaging import keys
+from messaging.clock import RedisClock
+from messaging.siteconfig import Rate
+from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds
+from spiders.dupefilter import BloomDupeFilter
+from spiders.worker.commit import CommitResult, Committer, Finished, _digest
+from spiders.worker.crawls import CrawlCatalog
+from spiders.worker.feed import FeedConfig, TaskFeed
+
+pytestmark = pytest.mark.integration
+
+CRAWL = "feed-crawl"
+
+
+def start_crawl(redis: Any, url: str, **limits: int) -> Task:
+    redis.hset(keys.crawl(CRAWL), mapping={CrawlFields.STATE: CrawlState.RUNNING, CrawlFields.SPIDER_TYPE: "list",
+                                            CrawlFields.USERID: "u", CrawlFields.URL: url, CrawlFields.CREATED: 1,
+                                            CrawlFields.RULE: json.dumps({"first_page_xpath": {"list_from": "//li"}}),
+                                            CrawlFields.ENQUEUED: 1, **limits})
+    task = Task(url=url, crawlid=CRAWL, spider_type="list")
+    push_seeds(redis, [task])
+    return task
+
+
+def worker_parts(cf: Any, job: str) -> tuple[Politeness, Committer, CrawlCatalog]:
+    redis = cf.redis()
+    politeness = Politeness(redis, job, "list", "10.0.0.1", StaticSiteConfig(Rate(10_000, 60)))
+    catalog = CrawlCatalog(redis, refresh_seconds=0.2)
+    return politeness, Committer(redis, politeness, BloomDupeFilter(redis, cf.settings), catalog), catalog
+
+
+def test_dispatch_take_complete_and_finish_through_the_worker_code(cf: Any) -> None:
+    redis = cf.redis()
+    start_crawl(redis, "http://site.test/")
+    politeness, committer, catalog = worker_parts(cf, "feed-job")
+    feed = TaskFeed(WorkerInfo("feed-job", "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis),
+                    catalog, committer, FeedConfig(prefetch=8, commit_interval=0.05, idle_backoff_max=0.1))
+    feed.register()
+    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(initial_rate=600))
+    events: list[dict[str, Any]] = []
+    finisher = Finisher(redis, events.append)
+    clock = RedisClock(redis)
+    feed.start()
+    try:
+        def dispatched_and_taken() -> Any:
+            dispatcher.round(clock.now())
+            return feed.pop()
+
+        lease = wait_for(dispatched_and_taken, 10, "the start task dispatched and leased")
+        assert lease.task.url == "http://site.test/"
+        children = [lease.task.child(f"http://site.test/p{n}") for n in range(3)]
+        children.append(lease.task.child("http://site.test/"))  # a link back to the start page: seen already
+        feed.finish(Finished(lease, children, items=1))
+        done: list[Any] = []
+
+        def all_children_done() -> bool:
+            dispatcher.round(clock.now())
+            while (child := feed.pop()) is not None:
+                done.append(child.task.url)
+                feed.finish(Finished(child, [], items=1))
+            return len(done) == 3 and feed.completed == 4
+
+        wait_for(all_children_done, 15, "the three children dispatched, leased and completed")
+        assert sorted(done) == [f"http://site.test/p{n}" for n in range(3)]
+        wait_for(lambda: finisher.check(clock.now()) == [CRAWL], 10, "the crawl declared finished")
+        assert events[0]["pages"] == 4 and events[0]["items"] == 4
+        assert int(redis.hget(keys.crawl(CRAWL), CrawlFields.ENQUEUED)) == 4
+    finally:
+        feed.stop(timeout=5)
+    assert redis.zscore(keys.RETIRED_WORKERS, "feed-job") is not None  # left the registry on stop
+
+
+def lease_one(politeness: Politeness, task: Task) -> Any:
+    politeness.redis.sadd(keys.job_domains(politeness.job), task.domain)
+    politeness.redis.zadd(keys.queue(politeness.job, task.domain), {task.encode(): 0})
+    politeness.redis.hincrby(keys.pending_domain(task.domain), task.crawlid, 1)
+    return politeness.take(task.domain).lease
+
+
+def test_a_task_redelivered_after_a_crash_mid_commit_pushes_its_children_again(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    redis.zrem(keys.SEEDS, start.encode())
+    politeness, committer, catalog = worker_parts(cf, "job-a")
+    catalog.load([CRAWL])
+    lease = lease_one(politeness, start)
+    finished = Finished(lease, [start.child(f"http://site.test/c{n}") for n in range(5)])
+    # job-a crashes after marking the children in the Bloom filter, before pushing them to seeds
+    digests = {id(finished): _digest(lease.member)}
+    committer._journal([finished], digests, RedisClock(redis).now())
+    committer._new_children([finished], set(), CommitResult())
+    assert redis.zcard(keys.SEEDS) == 0
+    # its lease expires and the task is processed again by job-b
+    politeness_b, committer_b, catalog_b = worker_parts(cf, "job-b")
+    catalog_b.load([CRAWL])
+    lease_b = lease_one(politeness_b, start)
+    result = committer_b.commit([Finished(lease_b, list(finished.children))], RedisClock(redis).now())
+    assert result.repushed == 5 and result.pushed == 5 and redis.zcard(keys.SEEDS) == 5
+    assert redis.zcard(keys.CHILDREN_JOURNAL) == 0
+    # a normal second look at the same links finds them all seen
+    lease_c = lease_one(politeness_b, start.child("http://site.test/other"))
+    again = committer_b.commit([Finished(lease_c, list(finished.children))], RedisClock(redis).now())
+    assert again.duplicates == 5 and again.pushed == 0
+
+
+def test_max_pages_and_domain_max_pages_admit_only_what_fits(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/", max_pages=6, domain_max_pages=4)
+    redis.zrem(keys.SEEDS, start.encode())
+    politeness, committer, catalog = worker_parts(cf, "job-l")
+    catalog.load([CRAWL])
+    lease = lease_one(politeness, start)
+    children = [start.child(f"http://site.test/s{n}") for n in range(5)]
+    children += [start.child(f"http://other.test/o{n}") for n in range(5)]
+    result = committer.commit([Finished(lease, children)], RedisClock(redis).now())
+    # 1 start page + 3 more of site.test (4 per domain) + 2 of other.test (6 in all)
+    assert result.pushed == 5 and result.over_limit == 5
+    queued = sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1))
+    assert queued == [f"http://other.test/o{n}" for n in range(2)] + [f"http://site.test/s{n}" for n in range(3)]

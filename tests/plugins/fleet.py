@@ -1,0 +1,144 @@
+"""A whole fleet for end-to-end tests: monitors, masters and Scrapy workers as processes, on the test's services.
+
+``fleet`` (per test) starts nothing by itself; a test calls ``fleet.start(...)`` with what it needs, submits crawl
+requests through Kafka (``fleet.submit``), waits for their ``crawl_finished`` events (``fleet.wait_finished``) and
+reads what the demo web served (``fleet.served``, per path, for "fetched twice?" checks). Every process is stopped
+by PID at teardown (the ``procs`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from deploy.demoweb import fetch
+from deploy.demoweb.router import STATS_PATH
+from deploy.procs import wait_for
+from messaging import clients, keys
+from messaging.siteconfig import Rate, SitePaths, write_defaults
+from tests.plugins.services import Isolated, Processes, read_topic
+
+FAST = Rate(6000, 60)  # the tests' default site rate: politeness must not be what they wait for
+START_TIMEOUT = 60
+
+
+class Fleet:
+    def __init__(self, cf: Isolated, procs: Processes, demoweb: dict[str, Any]) -> None:
+        self.cf = cf
+        self.procs = procs
+        self.demoweb = demoweb
+        self.env = cf.with_env(CRAWLFLEET_HOSTS_FILE=demoweb["hosts_file"], CRAWLFLEET_HEARTBEAT_INTERVAL="1",
+                               CRAWLFLEET_HEARTBEAT_TTL="6", CRAWLFLEET_FINISH_INTERVAL="0.5",
+                               CRAWLFLEET_DISPATCH_INTERVAL="0.2")
+        self.redis = cf.redis()
+        self.workers: dict[str, Any] = {}
+        self._producer: Any = None
+
+    def use_demoweb(self, status: dict[str, Any]) -> None:
+        """Crawl another demo web (e.g. a bigger one the test started) instead of the session's."""
+        self.demoweb = status
+        self.env["CRAWLFLEET_HOSTS_FILE"] = status["hosts_file"]
+
+    def url(self, site: str, path: str = "/") -> str:
+        return f"http://{site}:{self.demoweb['port']}{path}"
+
+    def set_default_rate(self, rate: Rate = FAST) -> None:
+        write_defaults(self.cf.zk(), SitePaths(self.cf.settings.zk_root), rate)
+
+    def start(self, list_workers: int = 0, universal_workers: int = 0, masters: int = 1,
+              redis_monitor: bool = False, rate: Rate = FAST) -> None:
+        self.set_default_rate(rate)
+        monitor = self.procs.crawlfleet("kafka-monitor", env=self.env)
+        if redis_monitor:
+            self.procs.crawlfleet("redis-monitor", env=self.env)
+        for n in range(masters):
+            self.procs.crawlfleet("master", "--id", f"m{n}", env=self.env, name=f"master{n}")
+        for spider, count in (("list", list_workers), ("universal", universal_workers)):
+            for n in range(count):
+                self.start_worker(spider, f"{self.cf.name}-{spider}-{n}")
+        self.procs.wait_log(monitor, "partitions assigned", timeout=START_TIMEOUT)
+
+    def start_worker(self, spider: str, job: str, **env: str) -> Any:
+        proc = self.procs.crawlfleet("worker", "--spider", spider, "--job", job, env={**self.env, **env},
+                                     name=f"worker-{job}")
+        self.workers[job] = proc
+        self.procs.wait_log(proc, f"worker {job} ready", timeout=START_TIMEOUT)
+        return proc
+
+    def submit(self, *requests: dict[str, Any]) -> None:
+        if self._producer is None:
+            self._producer = clients.kafka_producer(self.cf.settings)
+        for request in requests:
+            self._producer.send(self.cf.settings.topic_incoming, request, key=request.get("crawlid"))
+        self._producer.flush(timeout=30)
+
+    def wait_finished(self, crawlids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+        """The ``crawl_finished`` events of the crawls, waiting at most ``timeout`` seconds for all of them."""
+        deadline = time.monotonic() + timeout
+        found: dict[str, dict[str, Any]] = {}
+        while set(crawlids) - set(found):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                states = {c: self.redis.hgetall(keys.crawl(c)) for c in set(crawlids) - set(found)}
+                raise AssertionError(f"crawls did not finish in {timeout:.0f}s: {states}\n"
+                                     f"seeds: {self.redis.zcard(keys.SEEDS)}")
+            events = read_topic(self.cf.settings, self.cf.settings.topic_outbound, 0, timeout=1)
+            events += _poll_topic(self.cf.settings, self.cf.settings.topic_outbound, min(5.0, remaining))
+            found.update({e["crawlid"]: e for e in events if e.get("event") == "crawl_finished"})
+        return found
+
+    def served(self, site: str) -> dict[str, int]:
+        """Requests the demo web answered for each path of a site so far."""
+        _, _, body = fetch(self.demoweb["sites"][site], self.demoweb["port"], site, STATS_PATH)
+        return dict(json.loads(body).get(site, {}).get("paths", {}))
+
+    def items(self, crawlid: str) -> list[dict[str, Any]]:
+        return list(self.cf.mongo()[crawlid].find({}, {"_id": 0}))
+
+    def wait_workers_registered(self, count: int, timeout: float = 30) -> None:
+        wait_for(lambda: self.redis.zcard(keys.WORKERS) >= count, timeout, f"{count} registered workers")
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close(timeout=5)
+
+
+def _poll_topic(settings: Any, topic: str, seconds: float) -> list[dict[str, Any]]:
+    """Every record of ``topic`` from the beginning, read for ``seconds``."""
+    from messaging.answers import partitions_of
+
+    consumer = clients.kafka_consumer(settings, group_id=None)
+    try:
+        consumer.assign(partitions_of(consumer, topic))
+        consumer.seek_to_beginning()
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200, max_records=5000).values():
+                found.extend(json.loads(record.value) for record in records)
+        return found
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def fleet(cf: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
+    fleet = Fleet(cf, procs, demoweb)
+    try:
+        yield fleet
+    finally:
+        fleet.close()
+
+
+@pytest.fixture
+def fleet_cluster(cf_cluster: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
+    """The same fleet on the local 3-master Redis Cluster."""
+    fleet = Fleet(cf_cluster, procs, demoweb)
+    try:
+        yield fleet
+    finally:
+        fleet.close()
