@@ -4,8 +4,10 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
 
 1. **Workers and weights.** Live workers (``master.registry``) grouped by spider type; each one's weight is its
    completions per busy minute over the last k minutes (``master.weights``; a new worker starts at its type's mean).
-2. **How much** (seed ``is_max``, and no flooding): per spider type, the tasks handed out over the last k minutes
-   (``master:{seeds}:dispatched:<type>``, per Redis-clock minute) stay under ``headroom × Σ weights × k``; and per
+2. **How much** (seed ``is_max``, and no flooding): per spider type, the tasks handed out to its *live* workers over
+   the last k minutes (``master:{seeds}:dispatched-jobs:<type>``, per Redis-clock minute and job, so that the tasks
+   of workers that left — a rolling restart replaces them all — never hold back their successors) stay under
+   ``headroom × Σ weights × k``; and per
    worker, the tasks it holds (queued or leased, ``out``) stay under ``headroom × weight × backlog minutes``, so its
    queues hold a little more than it can finish in that time. A worker at its bound takes nothing this round.
 3. **Whom**: tasks are read from the head of ``seeds`` (priority order) and each one goes to the worker chosen by the
@@ -15,7 +17,10 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
    whose types have no live worker at all is remembered (by score) and skipped by the next rounds, until the set of
    live spider types changes or 30 s have passed.
 4. **Move**, in batches of CRAWLFLEET_DISPATCH_BATCH: ``master.staging`` (stage in the ``seeds`` slot under the
-   leader's epoch, land per domain slot, settle) — crash-safe, fenced, Redis-Cluster safe.
+   leader's epoch, land per domain slot, settle) — crash-safe, fenced, Redis-Cluster safe. A task that cannot be
+   placed (not a JSON task, or a URL whose host breaks the host rule of ``messaging.domains``, so that none of its
+   keys can be formed) is never retried nor allowed to fail the round: it goes to the dead letters
+   (:meth:`master.staging.Staging.dead_letter`) with the reason, and the round goes on.
 
 Everything that measures time takes ``now`` (the Redis clock, or the simulation's clock).
 """
@@ -30,11 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from master.registry import WorkerInfo, WorkerRegistry
-from master.staging import Pick, Staging
+from master.staging import DeadLetter, Pick, Staging
 from master.weights import fill_missing, measure, minute_of
 from master.wrr import InterleavedWRR
 from messaging import keys
-from messaging.domains import InvalidDomain, domain_of, domain_of_host
+from messaging.answers import dead_letter_record
+from messaging.domains import domain_of, domain_of_host, host_problem
 from messaging.settings import Settings
 from messaging.tasks import queue_score
 
@@ -76,6 +82,7 @@ class WorkerView:
 class RoundResult:
     placed: dict[str, int] = field(default_factory=dict)  # job -> tasks put into its queues
     scanned: int = 0
+    dead: int = 0  # tasks that could not be placed, moved to the dead letters
     budget: dict[str, int] = field(default_factory=dict)  # spider type -> tasks it could take this round
 
     @property
@@ -128,6 +135,8 @@ class Dispatcher:
         due = [job for job in jobs if now - self._reconciled.get(job, -math.inf) >= RECONCILE_SECONDS]
         for job in due:
             domains = [d.decode() if isinstance(d, bytes) else d for d in self.redis.smembers(keys.job_domains(job))]
+            # a domain an older leader listed but could not land (it breaks the host rule) has no queue
+            domains = [d for d in domains if host_problem(d) is None]
             pipe = self.redis.pipeline(transaction=False)
             for domain in domains:
                 pipe.zcard(keys.queue(job, domain))
@@ -141,21 +150,36 @@ class Dispatcher:
         """Tasks each spider type may take now; sets every worker's room."""
         config = self.config
         current = minute_of(now)
-        minutes = [str(m) for m in range(current - config.window_minutes + 1, current + 1)]
+        oldest = current - config.window_minutes + 1
         types = list(views)
         pipe = self.redis.pipeline(transaction=False)
         for spider_type in types:
-            pipe.hmget(keys.dispatched_minutes(spider_type), minutes)
+            pipe.hgetall(keys.dispatched_jobs(spider_type))
         budgets: dict[str, int] = {}
+        expired: dict[str, list[str]] = {}
         for spider_type, counts in zip(types, pipe.execute() if types else [], strict=True):
             workers = views[spider_type]
-            recent = sum(int(c or 0) for c in counts)
+            # only what the live workers were given counts: a departed worker's tasks are done or back in seeds
+            live = {w.info.job for w in workers}
+            recent = 0
+            for raw_field, raw_count in counts.items():
+                name = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
+                minute, _, job = name.partition(":")
+                if not minute.lstrip("-").isdigit() or int(minute) < oldest:
+                    expired.setdefault(spider_type, []).append(name)
+                elif job in live:
+                    recent += int(raw_count)
             capacity = sum(w.rate for w in workers)
             allowed = math.floor(config.headroom * capacity * config.window_minutes) - recent
             for worker in workers:
                 bound = math.ceil(config.headroom * worker.rate * config.backlog_minutes)
                 worker.room = max(0, bound - worker.outstanding)
             budgets[spider_type] = max(0, min(allowed, sum(w.room for w in workers)))
+        if expired:  # minutes that slid out of the window
+            pipe = self.redis.pipeline(transaction=False)
+            for spider_type, names in expired.items():
+                pipe.hdel(keys.dispatched_jobs(spider_type), *names)
+            pipe.execute()
         return budgets
 
     # --- 3 and 4. whom, and move ----------------------------------------------------------------------------------
@@ -181,17 +205,22 @@ class Dispatcher:
         chunk = max(500, min(self.config.scan, 2 * self.config.batch))
         offset = 0
         while result.scanned < self.config.scan and any(budgets.values()):
-            # moved tasks left seeds: the entries after them shifted down by as many places
-            entries = self.redis.zrangebyscore(keys.SEEDS, start, "+inf", start=offset - result.total, num=chunk,
-                                               withscores=True)
+            # moved and dead-lettered tasks left seeds: the entries after them shifted down by as many places
+            entries = self.redis.zrangebyscore(keys.SEEDS, start, "+inf", start=offset - result.total - result.dead,
+                                               num=chunk, withscores=True)
             if not entries:
                 break
             offset += len(entries)
+            letters: list[DeadLetter] = []
             for raw, score in entries:
                 result.scanned += 1
                 member = raw.decode() if isinstance(raw, bytes) else raw
-                task = json.loads(member)
-                spider_type = task.get("spider_type", "")
+                try:
+                    task = _task(member)
+                except Unplaceable as exc:
+                    letters.append(self._letter(member, {}, exc, now))
+                    continue
+                spider_type = task["spider_type"]
                 if spider_type not in live_types:
                     if leading_blocked:
                         self._skip = (float(score), live_types, self._skip[2] if self._skip else now)
@@ -200,16 +229,14 @@ class Dispatcher:
                 if budgets[spider_type] <= 0:
                     continue
                 try:
-                    domain = _domain(task["url"])
-                except (InvalidDomain, KeyError):
-                    logger.warning("dropping a task without a usable URL from seeds: %s", member[:200])
-                    self.redis.zrem(keys.SEEDS, member)
+                    domain, score_in_queue = _placement(task)
+                except Unplaceable as exc:
+                    letters.append(self._letter(member, task, exc, now))
                     continue
                 job = self._wrr[spider_type].choose()
                 if job is None:
                     continue
-                picks.append(Pick(member, job, domain, task.get("crawlid", ""), spider_type,
-                                  queue_score(int(task.get("priority", 100)), int(task.get("depth", 0)))))
+                picks.append(Pick(member, job, domain, task["crawlid"], spider_type, score_in_queue))
                 budgets[spider_type] -= 1
                 caps[spider_type][job] -= 1
                 if caps[spider_type][job] <= 0:
@@ -217,11 +244,25 @@ class Dispatcher:
                 if len(picks) >= self.config.batch:
                     self._move(picks, now, result)
                     picks = []
+            self._dead_letter(letters, result)
             if len(entries) < chunk:
                 break
         if picks:
             self._move(picks, now, result)
         return result
+
+    def _letter(self, member: str, task: dict[str, Any], problem: Unplaceable, now: float) -> DeadLetter:
+        crawlid = task.get("crawlid") if isinstance(task.get("crawlid"), str) else ""
+        userid = task.get("userid") if isinstance(task.get("userid"), str) else ""
+        logger.warning("dead-lettering a task the dispatcher cannot place (%s): %s", problem, member[:200])
+        return DeadLetter(member, crawlid, dead_letter_record(member, str(problem), crawlid, userid, now,
+                                                              path=problem.path))
+
+    def _dead_letter(self, letters: list[DeadLetter], result: RoundResult) -> None:
+        moved = self.staging.dead_letter(letters)
+        result.dead += moved
+        if self.stats is not None and moved:
+            self.stats.incr("dead_letters", moved)
 
     def _move(self, picks: list[Pick], now: float, result: RoundResult) -> None:
         placed = self.staging.move(picks, minute_of(now))
@@ -230,6 +271,45 @@ class Dispatcher:
             result.placed[job] = result.placed.get(job, 0) + n
         if self.stats is not None and placed:
             self.stats.incr("dispatched", sum(placed.values()))
+
+
+class Unplaceable(ValueError):
+    """A task in ``seeds`` that no worker can be given (it goes to the dead letters); ``path`` says where."""
+
+    def __init__(self, message: str, path: str = "$.url") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _task(member: str) -> dict[str, Any]:
+    """The task of a ``seeds`` member, with a string crawlid and spider type; :class:`Unplaceable` otherwise."""
+    try:
+        task = json.loads(member)
+    except ValueError as exc:
+        raise Unplaceable(f"not a JSON task: {exc}", "$") from None
+    if not isinstance(task, dict):
+        raise Unplaceable("a task is a JSON object", "$")
+    for name in ("spider_type", "crawlid"):
+        if not isinstance(task.get(name), str) or not task[name]:
+            raise Unplaceable(f"a task needs a {name}", f"$.{name}")
+    return task
+
+
+def _placement(task: dict[str, Any]) -> tuple[str, float]:
+    """The task's domain (every domain-scoped key is formed from it) and its score in a queue; or
+    :class:`Unplaceable` with the reason, under the one host rule the key builder applies."""
+    url = task.get("url")
+    if not isinstance(url, str):
+        raise Unplaceable("a task needs a url")
+    try:
+        domain = _domain(url)
+        keys.queue("-", domain)  # the key builder's own check, in case a rule ever diverges from domain_of's
+    except ValueError as exc:  # InvalidDomain, or a URL urlsplit refuses
+        raise Unplaceable(f"no usable host in {url[:200]!r}: {exc}") from None
+    try:
+        return domain, queue_score(int(task.get("priority", 100)), int(task.get("depth", 0)))
+    except (TypeError, ValueError) as exc:
+        raise Unplaceable(f"bad priority or depth: {exc}", "$.priority") from None
 
 
 def _domain(url: str) -> str:

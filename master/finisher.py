@@ -13,9 +13,13 @@ Moves always add at the destination before they subtract at the source, and chil
 parent is acknowledged, so a crawl's counts are all zero only when it really has nothing left. A lost subtraction
 (a worker crashing between its ack and ``record_completion``) leaves a count too high: the crawl is then late, never
 early. When its ``seeds`` count drops to zero the settle step adds the crawl to ``finish:{seeds}:candidates``; the
-finisher (:meth:`Finisher.check`, run by the leading master) then reads the crawl's domain counts
-(``crawl:<id>:domains``), reads its ``seeds`` count again, and verifies with one ``ZSCAN`` of ``seeds`` that no task
-of the crawl was pushed without ``push_seeds``. Only then does it declare the crawl finished.
+finisher (:meth:`Finisher.check`, run by the leading master in its reporting thread, never on the dispatch path)
+then reads the crawl's domain counts (``crawl:<id>:domains``) and its ``seeds`` count again, and verifies that no
+task of the crawl was pushed without ``push_seeds``. That verification is **one shared, incremental sweep** of
+``seeds`` (``ZSCAN``, at most ``scan_budget`` entries per check) for every crawl that was waiting for it when the
+sweep began — not a scan per crawl, whose cost (half a second per crawl with 200,000 tasks in ``seeds``) once held
+back dispatch and failover. When the sweep has seen all of ``seeds`` and the crawl's counts are still zero, the
+crawl is declared finished; a crawl that becomes ready during a sweep waits for the next one.
 
 Once: the state moves ``running`` -> ``finished`` in one script on ``crawl:<id>`` that also marks the event pending;
 the ``crawl_finished`` event (crawlid, userid, pages, items, duration) is produced to the outbound topic, flushed,
@@ -30,11 +34,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from master.bloom import crawl_namespace, expire_filter
 from messaging import keys
+from messaging.domains import host_problem
 from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
@@ -42,7 +50,11 @@ logger = logging.getLogger(__name__)
 EVENT = "crawl_finished"
 EVENT_FIELD = "finish_event"  # crawl hash field: pending | sent
 CHECK_BATCH = 200  # candidates looked at per check
-SCAN_COUNT = 5000
+SCAN_COUNT = 5000  # ZSCAN COUNT of the verification sweep
+SCAN_BUDGET = 20_000  # entries of seeds one check reads at most
+_DROP, _WAIT, _VERIFY, _ANNOUNCE = "drop", "wait", "verify", "announce"
+# Tasks are canonical JSON (sorted keys, no spaces): the crawl id is the string after "crawlid":
+_CRAWLID = re.compile(r'"crawlid":"((?:[^"\\]|\\.)*)"')
 
 # KEYS: crawl hash. ARGV: now, state field, running, finished, finished-time field, event field.
 # Reply: 1 when this call finished the crawl.
@@ -53,52 +65,107 @@ return 1
 """
 
 
+@dataclass
+class _Sweep:
+    """One pass of ZSCAN over ``seeds``, shared by every crawl that waits for its verification."""
+
+    watched: frozenset[str]  # crawls with nothing counted anywhere when the sweep started
+    strays: Counter[str] = field(default_factory=Counter)  # their tasks found in seeds so far
+    cursor: int = 0
+    started: bool = False
+
+
 class Finisher:
     """Checks candidate crawls and produces one ``crawl_finished`` event per crawl (see the module docstring)."""
 
-    def __init__(self, redis: Any, send: Callable[[dict[str, Any]], None], crawl_ttl: float = 0) -> None:
-        """``send`` produces an event and returns once it is acknowledged (e.g. produce + flush)."""
+    def __init__(self, redis: Any, send: Callable[[dict[str, Any]], None], crawl_ttl: float = 0,
+                 scan_budget: int = SCAN_BUDGET) -> None:
+        """``send`` produces an event and returns once it is acknowledged (e.g. produce + flush); ``scan_budget``
+        bounds the ``seeds`` entries one :meth:`check` reads for the verification sweep."""
         self.redis = redis
         self.send = send
         self.crawl_ttl = crawl_ttl
+        self.scan_budget = max(1, scan_budget)
         self._finish = redis.register_script(_FINISH)
+        self._sweep: _Sweep | None = None
 
     def check(self, now: float) -> list[str]:
-        """One pass over the candidates; returns the crawls whose event was produced now."""
+        """One bounded pass: look at the candidates, advance the verification sweep by at most ``scan_budget``
+        entries of ``seeds``, and announce the crawls it cleared; returns the crawls whose event was produced now."""
         produced = []
+        ready = []
         candidates = [_text(c) for c in self.redis.srandmember(keys.FINISH_CANDIDATES, CHECK_BATCH) or []]
         for crawlid in candidates:
             try:
-                if self._check_one(crawlid, now):
+                verdict = self._triage(crawlid)
+                if verdict == _ANNOUNCE and self._announce(crawlid, now):
                     produced.append(crawlid)
+                elif verdict == _VERIFY:
+                    ready.append(crawlid)
             except Exception:  # one bad crawl must not stop the others (nor the master)
                 logger.exception("checking whether crawl %s finished", crawlid)
+        if self._sweep is None and ready:
+            self._sweep = _Sweep(frozenset(ready))
+        if self._sweep is not None and self._advance(self._sweep):
+            sweep, self._sweep = self._sweep, None
+            for crawlid in sorted(sweep.watched):
+                try:
+                    if self._conclude(crawlid, sweep.strays[crawlid], now):
+                        produced.append(crawlid)
+                except Exception:
+                    logger.exception("checking whether crawl %s finished", crawlid)
         return produced
 
-    def _check_one(self, crawlid: str, now: float) -> bool:
-        crawl_key = keys.crawl(crawlid)
+    def _triage(self, crawlid: str) -> str:
+        """What a candidate needs: dropping, waiting, the verification sweep, or (re)sending its event."""
         state, event = (_text(v) if v is not None else None
-                        for v in self.redis.hmget(crawl_key, [CrawlFields.STATE, EVENT_FIELD]))
-        if state is None or state == CrawlState.STOPPED or (state == CrawlState.FINISHED and event != "pending"):
+                        for v in self.redis.hmget(keys.crawl(crawlid), [CrawlFields.STATE, EVENT_FIELD]))
+        if state == CrawlState.FINISHED and event == "pending":
+            return _ANNOUNCE  # finished, but the event's sending failed or was cut short
+        if state != CrawlState.RUNNING:  # unknown, stopped, or finished and announced
+            self.redis.srem(keys.FINISH_CANDIDATES, crawlid)
+            return _DROP
+        if self._seeds_count(crawlid) > 0:
+            self.redis.srem(keys.FINISH_CANDIDATES, crawlid)  # settle adds it again when it reaches zero
+            return _DROP
+        if self._domain_count(crawlid) > 0 or self._seeds_count(crawlid) > 0:
+            return _WAIT  # still in worker queues: look again later
+        return _VERIFY
+
+    def _advance(self, sweep: _Sweep) -> bool:
+        """Read up to ``scan_budget`` more entries of ``seeds``; True when the sweep has seen all of them."""
+        read = 0
+        while read < self.scan_budget and not (sweep.started and sweep.cursor == 0):
+            sweep.cursor, entries = self.redis.zscan(keys.SEEDS, sweep.cursor,
+                                                     count=min(SCAN_COUNT, self.scan_budget))
+            sweep.started = True
+            read += max(1, len(entries))
+            for member, _score in entries:
+                found = _CRAWLID.search(_text(member))
+                if found:
+                    crawlid = _crawlid(found.group(1))
+                    if crawlid in sweep.watched:
+                        sweep.strays[crawlid] += 1
+        return sweep.cursor == 0
+
+    def _conclude(self, crawlid: str, strays: int, now: float) -> bool:
+        """After a sweep: finish the crawl unless the sweep found uncounted tasks or it has work again."""
+        if strays:
+            logger.warning("crawl %s has %d tasks in seeds that were not counted (pushed without push_seeds)",
+                           crawlid, strays)
+            self.redis.hincrby(keys.PENDING_SEEDS, crawlid, strays)
             self.redis.srem(keys.FINISH_CANDIDATES, crawlid)
             return False
-        if state == CrawlState.RUNNING:
-            if self._seeds_count(crawlid) > 0:
-                self.redis.srem(keys.FINISH_CANDIDATES, crawlid)  # settle adds it again when it reaches zero
-                return False
-            if self._domain_count(crawlid) > 0 or self._seeds_count(crawlid) > 0:
-                return False  # still in worker queues: look again later
-            stray = self._scan_seeds(crawlid)
-            if stray:
-                logger.warning("crawl %s has %d tasks in seeds that were not counted (pushed without push_seeds)",
-                               crawlid, stray)
-                self.redis.hincrby(keys.PENDING_SEEDS, crawlid, stray)
-                self.redis.srem(keys.FINISH_CANDIDATES, crawlid)
-                return False
-            if not int(self._finish(keys=[crawl_key], args=[repr(now), CrawlFields.STATE, CrawlState.RUNNING,
-                                                             CrawlState.FINISHED, CrawlFields.FINISHED,
-                                                             EVENT_FIELD])):
-                return False  # changed meanwhile (stopped): the next pass decides
+        if self._triage(crawlid) != _VERIFY:  # pushed, dispatched or stopped during the sweep
+            return False
+        if not int(self._finish(keys=[keys.crawl(crawlid)], args=[repr(now), CrawlFields.STATE, CrawlState.RUNNING,
+                                                                  CrawlState.FINISHED, CrawlFields.FINISHED,
+                                                                  EVENT_FIELD])):
+            return False  # changed meanwhile (stopped): the next pass decides
+        return self._announce(crawlid, now)
+
+    def _announce(self, crawlid: str, now: float) -> bool:
+        crawl_key = keys.crawl(crawlid)
         self.send(self._event(crawlid, now))
         self.redis.hset(crawl_key, EVENT_FIELD, "sent")
         self.redis.srem(keys.FINISH_CANDIDATES, crawlid)
@@ -113,18 +180,15 @@ class Finisher:
         return int(self.redis.hget(keys.PENDING_SEEDS, crawlid) or 0)
 
     def _domain_count(self, crawlid: str) -> int:
-        domains = [_text(d) for d in self.redis.smembers(keys.crawl_domains(crawlid))]
+        # a domain that breaks the host rule can hold no task (no key can be formed for it): an older leader
+        # listed it before it failed to land it
+        domains = [d for d in map(_text, self.redis.smembers(keys.crawl_domains(crawlid))) if host_problem(d) is None]
         if not domains:
             return 0
         pipe = self.redis.pipeline(transaction=False)
         for domain in domains:
             pipe.hget(keys.pending_domain(domain), crawlid)
         return sum(max(0, int(v or 0)) for v in pipe.execute())
-
-    def _scan_seeds(self, crawlid: str) -> int:
-        """Tasks of the crawl in ``seeds`` (members are canonical JSON: ``"crawlid":"<id>"`` appears verbatim)."""
-        pattern = '*"crawlid":' + _glob_escape(_json_string(crawlid)) + "*"
-        return sum(1 for _ in self.redis.zscan_iter(keys.SEEDS, match=pattern, count=SCAN_COUNT))
 
     def _event(self, crawlid: str, now: float) -> dict[str, Any]:
         fields = [CrawlFields.USERID, CrawlFields.PAGES, CrawlFields.ITEMS, CrawlFields.CREATED,
@@ -138,12 +202,14 @@ class Finisher:
                 "duration": round(duration, 3) if duration is not None else None}
 
 
-def _json_string(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+def _crawlid(json_text: str) -> str:
+    """The crawl id from its JSON string body (escapes decoded)."""
+    if "\\" not in json_text:
+        return json_text
+    try:
+        return json.loads(f'"{json_text}"')
+    except ValueError:
+        return json_text
 
 
 def _text(value: Any) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from master.staging import LeadershipLost, run_scripts
 from messaging import keys
+from messaging.domains import host_problem
 
 logger = logging.getLogger(__name__)
 MARKER_TTL = 86400
@@ -88,6 +89,12 @@ class Requeuer:
         from redis.exceptions import ResponseError
 
         domains = sorted(_text(d) for d in self.redis.smembers(keys.job_domains(job)))
+        # An older leader may have listed a domain that breaks the host rule before failing to land it: no queue
+        # can exist under it (its key cannot be formed), so there is nothing to requeue.
+        unkeyable = [domain for domain in domains if host_problem(domain) is not None]
+        if unkeyable:
+            self.redis.srem(keys.job_domains(job), *unkeyable)
+            domains = [domain for domain in domains if domain not in unkeyable]
         collected = run_scripts(self.redis, [
             (self._collect, [keys.queue(job, d), keys.inflight(job, d), keys.lease_scores(job, d),
                              keys.requeue_outbox(job, d)], []) for d in domains])

@@ -5,9 +5,12 @@ Every master contends in the ZooKeeper election (``master.election``); the stand
 1. settles batches that an earlier leader left half-moved (``master.staging``) and finishes requeues that an earlier
    leader left half-done (``master.requeue``);
 2. then loops until it must step down: detects leaves (heartbeat older than CRAWLFLEET_HEARTBEAT_TTL by the Redis
-   clock: retire the job, put its queues and leases back into ``seeds``), runs a dispatch round
-   (``master.dispatcher``), and every CRAWLFLEET_FINISH_INTERVAL checks for finished crawls (``master.finisher``,
-   events to the outbound topic). When a round moved nothing it waits CRAWLFLEET_DISPATCH_INTERVAL.
+   clock: retire the job, put its queues and leases back into ``seeds``) and runs a dispatch round
+   (``master.dispatcher``). When a round moved nothing it waits CRAWLFLEET_DISPATCH_INTERVAL.
+3. meanwhile its *reporting thread*, every CRAWLFLEET_FINISH_INTERVAL, checks for finished crawls
+   (``master.finisher``, events to the outbound topic) and produces dead letters (tasks the dispatcher could not
+   place, ``master.staging``) to the failed topic — off the dispatch path, so that neither Kafka's latency nor the
+   finisher's sweep of ``seeds`` delays a round or a failover.
 
 SIGTERM/SIGINT: the current step completes (a batch is always settled before the loop looks at the flag), the
 election node is released, and the process exits, so a standby takes over at once.
@@ -26,7 +29,7 @@ from master.election import Leadership
 from master.finisher import Finisher
 from master.registry import WorkerRegistry
 from master.requeue import Requeuer
-from master.staging import LeadershipLost
+from master.staging import LeadershipLost, send_dead_letters
 from master.weights import minute_of
 from messaging import clients
 from messaging.clock import RedisClock
@@ -36,6 +39,7 @@ from messaging.stats import Stats
 logger = logging.getLogger(__name__)
 STATS_MODULE = "master"
 LEAVE_CHECK_SECONDS = 1.0
+REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
 
 
 class MasterService:
@@ -48,6 +52,7 @@ class MasterService:
         self.registry = WorkerRegistry(self.redis)
         self.leadership = Leadership(self.zk, self.redis, f"{settings.zk_root}/master/election", self.identifier)
         self._producer: Any = None
+        self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)
 
     def run(self) -> None:
@@ -72,6 +77,8 @@ class MasterService:
                                 self.stats)
         requeuer = Requeuer(self.redis, epoch)
         finisher = Finisher(self.redis, self._send, settings.crawl_ttl)
+        done = threading.Event()
+        reporter = threading.Thread(target=self._report, args=(finisher, done), name="master-reporter", daemon=True)
         try:
             landed, returned = dispatcher.staging.recover(minute_of(self.clock.now()))
             if landed or returned:
@@ -80,15 +87,13 @@ class MasterService:
             for job in requeuer.pending_jobs(self.registry.retired()):
                 requeuer.requeue(job)
                 self.registry.forget(job, self.clock.now())
-            next_leaves = next_finish = 0.0
+            reporter.start()
+            next_leaves = 0.0
             while not lost.is_set() and not self.leadership.stopping.is_set():
                 now = self.clock.now()
                 if now >= next_leaves:
                     self._leaves(requeuer, now)
                     next_leaves = now + LEAVE_CHECK_SECONDS
-                if now >= next_finish:
-                    finisher.check(now)
-                    next_finish = now + settings.finish_interval
                 result = dispatcher.round(now)
                 if result.total:
                     logger.debug("dispatched %s", result.placed)
@@ -96,6 +101,28 @@ class MasterService:
                     lost.wait(settings.dispatch_interval)
         except LeadershipLost as exc:
             logger.warning("a newer leader exists: %s", exc)
+        finally:
+            done.set()
+            if reporter.is_alive():
+                reporter.join(timeout=REPORTER_JOIN_SECONDS)
+
+    def _report(self, finisher: Finisher, done: threading.Event) -> None:
+        """The leader's second thread: finished crawls (``crawl_finished`` events) and dead letters go to Kafka here,
+        so that neither a slow producer nor the finisher's sweep of ``seeds`` ever holds back a dispatch round."""
+        failing = False
+        while not done.is_set():
+            try:
+                finisher.check(self.clock.now())
+                send_dead_letters(self.redis, self._send_failed)
+                if failing:
+                    logger.info("master: reporting finished crawls and dead letters works again")
+                failing = False
+            except Exception as exc:  # Redis or Kafka away: one line when it starts failing, the loop goes on
+                if not failing:
+                    logger.warning("master: cannot report finished crawls or dead letters (%s: %s); retrying",
+                                   type(exc).__name__, exc)
+                failing = True
+            done.wait(self.settings.finish_interval)
 
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
         ttl = self.settings.heartbeat_ttl
@@ -108,8 +135,22 @@ class MasterService:
                 self.stats.incr("requeued", moved)
 
     def _send(self, event: dict[str, Any]) -> None:
-        if self._producer is None:
-            self._producer = clients.kafka_producer(self.settings)
-        self._producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
-        self._producer.flush(timeout=30)
+        producer = self._kafka()
+        producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
+        producer.flush(timeout=30)
+
+    def _send_failed(self, records: list[dict[str, Any]]) -> None:
+        """Dead letters to the failed topic (keyed by crawl), acknowledged before this returns."""
+        producer = self._kafka()
+        futures = [producer.send(self.settings.topic_failed, record, key=record.get("crawlid") or None)
+                   for record in records]
+        producer.flush(timeout=30)
+        for future in futures:
+            future.get(timeout=30)
+
+    def _kafka(self) -> Any:
+        with self._producer_lock:
+            if self._producer is None:
+                self._producer = clients.kafka_producer(self.settings)
+            return self._producer
 

@@ -19,6 +19,15 @@ settles the batch by what each marker says. The marker is the single decision pe
 leader that wakes up finds its markers revoked and cannot land, and whoever settles first settles it the same way.
 Every task is thus in exactly one of ``seeds`` and its destination queue once a batch is settled, and in at least one
 of them (or the staging hash) at every instant — so a crawl's pending counts never reach zero while it has a task.
+
+**Dead letters.** A task that cannot be placed (not JSON, no URL, a host that breaks the host rule of
+``messaging.domains``, so that no key can be formed for it) must neither crash the leader nor block ``seeds``: the
+dispatcher hands it to :meth:`Staging.dead_letter`, which in one fenced call in ``seeds``' slot removes it from
+``seeds`` and its crawl's pending count (the crawl can still finish), counts it per crawl
+(``master:{seeds}:dead-letter-counts``, shown by the info answer), keeps its record in a capped list
+(``master:{seeds}:dead-letters``) and in an outbox that the leader produces to ``crawlfleet.failed``
+(:func:`send_dead_letters`, at least once). A batch staged by an older leader with such a domain is settled by
+putting those tasks back into ``seeds``, from where the next round dead-letters them.
 """
 
 from __future__ import annotations
@@ -26,12 +35,15 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from messaging import keys
+from messaging.domains import host_problem
 
 MARKER_TTL = 86400
+DEAD_LETTER_CAP = 10_000  # records kept in the dead-letter list (and at most waiting in its outbox)
 KNOWN_LIMIT = 200_000  # a landing marker outlives any recovery; it is also deleted once its batch is settled
 
 # KEYS: seeds, epoch, staging hash, staging epochs. ARGV: epoch, batch, (task, job, domain)*.
@@ -77,8 +89,9 @@ redis.call('SET', KEYS[1], 'revoked', 'NX', 'EX', ARGV[1])
 return redis.call('GET', KEYS[1])
 """
 
-# KEYS: seeds, staging hash, pending:{seeds}, finish candidates, staging epochs, dispatched-minute hash*.
-# ARGV: batch, epoch, minute, returned count r, (task, score)*r, crawl count c, (crawlid, n)*c, (type index, n)*.
+# KEYS: seeds, staging hash, pending:{seeds}, finish candidates, staging epochs, then per spider type its
+# dispatched-minute hash and its dispatched-per-job hash.
+# ARGV: batch, epoch, minute, returned count r, (task, score)*r, crawl count c, (crawlid, n)*c, (type index, job, n)*.
 _SETTLE = """
 if redis.call('HDEL', KEYS[2], ARGV[1]) == 0 then return 0 end
 local i = 5
@@ -96,11 +109,42 @@ for _ = 1, crawls do
   i = i + 2
 end
 while i <= #ARGV do
-  redis.call('HINCRBY', KEYS[5 + tonumber(ARGV[i])], ARGV[3], tonumber(ARGV[i + 1]))
-  i = i + 2
+  local t = 4 + 2 * tonumber(ARGV[i])
+  redis.call('HINCRBY', KEYS[t], ARGV[3], tonumber(ARGV[i + 2]))
+  redis.call('HINCRBY', KEYS[t + 1], ARGV[3] .. ':' .. ARGV[i + 1], tonumber(ARGV[i + 2]))
+  i = i + 3
 end
 if redis.call('HLEN', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], ARGV[2]) end
 return 1
+"""
+
+
+# KEYS: seeds, epoch, pending:{seeds}, finish candidates, dead letters, dead-letter counts, dead-letter outbox.
+# ARGV: epoch, cap, (task, crawlid, record)*. Reply: tasks moved (those still in seeds).
+_DEAD_LETTER = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return redis.error_reply('FENCED stale dispatcher epoch') end
+local cap = tonumber(ARGV[2])
+local moved = 0
+for i = 3, #ARGV, 3 do
+  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+    moved = moved + 1
+    local crawl = ARGV[i + 1]
+    if crawl ~= '' then
+      if redis.call('HINCRBY', KEYS[3], crawl, -1) <= 0 then
+        redis.call('HDEL', KEYS[3], crawl)
+        redis.call('SADD', KEYS[4], crawl)
+      end
+      redis.call('HINCRBY', KEYS[6], crawl, 1)
+    end
+    redis.call('LPUSH', KEYS[5], ARGV[i + 2])
+    redis.call('RPUSH', KEYS[7], ARGV[i + 2])
+  end
+end
+if moved > 0 then
+  redis.call('LTRIM', KEYS[5], 0, cap - 1)
+  redis.call('LTRIM', KEYS[7], -cap, -1)
+end
+return moved
 """
 
 
@@ -118,6 +162,15 @@ class Pick:
     crawlid: str
     spider_type: str
     queue_score: float
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A task in ``seeds`` that cannot be placed, and the record that says why (``messaging.answers``)."""
+
+    member: str
+    crawlid: str
+    record: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -159,6 +212,7 @@ class Staging:
         self._land = redis.register_script(_LAND)
         self._revoke = redis.register_script(_REVOKE)
         self._settle = redis.register_script(_SETTLE)
+        self._dead_letter = redis.register_script(_DEAD_LETTER)
 
     # --- the normal path ------------------------------------------------------------------------------------------
     def stage(self, picks: list[Pick]) -> tuple[str, list[Pick]]:
@@ -182,7 +236,12 @@ class Staging:
         """Step 2 for every domain of the batch; returns domain -> landed (False: revoked by a newer leader)."""
         by_domain: dict[str, list[Pick]] = defaultdict(list)
         members: dict[str, set[str]] = defaultdict(set)
+        # A domain without keys (it breaks the host rule) cannot land: the settle step puts its tasks back into
+        # seeds, where the dispatcher dead-letters them; nor may it enter a domain set (the requeue reads those).
+        unkeyable = {pick.domain for pick in picks if host_problem(pick.domain) is not None}
         for pick in picks:
+            if pick.domain in unkeyable:
+                continue
             by_domain[pick.domain].append(pick)
             for key in (keys.job_domains(pick.job), keys.crawl_domains(pick.crawlid)):
                 if (key, pick.domain) not in self._known:
@@ -208,7 +267,8 @@ class Staging:
             calls.append((self._land, [keys.dispatch_landed(domain, batch), keys.pending_domain(domain), *queues],
                           args))
         results = run_scripts(self.redis, calls)
-        return {domain: int(result) >= 0 for domain, result in zip(by_domain, results, strict=True)}
+        landed = {domain: int(result) >= 0 for domain, result in zip(by_domain, results, strict=True)}
+        return {**landed, **dict.fromkeys(unkeyable, False)}
 
     def settle(self, batch: str, staged: list[Staged], landed: dict[str, bool], minute: int,
                epoch: int | None = None, picks: list[Pick] | None = None) -> bool:
@@ -216,7 +276,7 @@ class Staging:
         epoch = self.epoch if epoch is None else int(epoch)
         returned = [s for s in staged if not landed[s.domain]]
         crawls: dict[str, int] = defaultdict(int)
-        types: dict[str, int] = defaultdict(int)
+        types: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # type -> job -> tasks
         if picks is None:  # recovery: what the batch held is only in the staging hash
             picks = []
             for s in staged:
@@ -225,7 +285,7 @@ class Staging:
         for pick in picks:
             if landed[pick.domain]:
                 crawls[pick.crawlid] += 1
-                types[pick.spider_type] += 1
+                types[pick.spider_type][pick.job] += 1
         type_names = list(types)
         args: list[Any] = [batch, epoch, minute, len(returned)]
         for s in returned:
@@ -233,11 +293,14 @@ class Staging:
         args.append(len(crawls))
         for crawlid, n in crawls.items():
             args += [crawlid, n]
+        type_keys: list[str] = []
         for index, name in enumerate(type_names, start=1):
-            args += [index, types[name]]
+            type_keys += [keys.dispatched_minutes(name), keys.dispatched_jobs(name)]
+            for job, n in types[name].items():
+                args += [index, job, n]
         settled = self._settle(
             keys=[keys.SEEDS, keys.master_staging(epoch), keys.PENDING_SEEDS, keys.FINISH_CANDIDATES,
-                  keys.MASTER_STAGING_EPOCHS, *(keys.dispatched_minutes(name) for name in type_names)],
+                  keys.MASTER_STAGING_EPOCHS, *type_keys],
             args=args)
         # landed markers are done with; revoked ones stay until their TTL to refuse a late landing
         markers = [keys.dispatch_landed(domain, batch) for domain, ok in landed.items() if ok]
@@ -276,11 +339,14 @@ class Staging:
             for raw_batch, blob in self.redis.hgetall(staging).items():
                 batch = raw_batch.decode() if isinstance(raw_batch, bytes) else raw_batch
                 staged = _parse(blob)
-                domains = list(dict.fromkeys(s.domain for s in staged))
+                # a domain that breaks the host rule has no marker (an older leader failed on it before landing
+                # anything): its tasks go back to seeds, and from there to the dead letters
+                domains = [d for d in dict.fromkeys(s.domain for s in staged) if host_problem(d) is None]
                 decisions = run_scripts(self.redis, [
                     (self._revoke, [keys.dispatch_landed(domain, batch)], [MARKER_TTL]) for domain in domains])
                 landed = {domain: _text(decision) == "landed" for domain, decision in zip(domains, decisions,
                                                                                           strict=True)}
+                landed.update((s.domain, False) for s in staged if s.domain not in landed)
                 if self.settle(batch, staged, landed, minute, epoch=epoch):
                     landed_total += sum(1 for s in staged if landed[s.domain])
                     returned_total += sum(1 for s in staged if not landed[s.domain])
@@ -288,9 +354,40 @@ class Staging:
                 self.redis.srem(keys.MASTER_STAGING_EPOCHS, epoch)
         return landed_total, returned_total
 
+    # --- tasks that cannot be placed --------------------------------------------------------------------------------
+    def dead_letter(self, letters: list[DeadLetter]) -> int:
+        """Move tasks the dispatcher cannot place from ``seeds`` to the dead letters (fenced, one call); returns how
+        many were still in ``seeds``. Raises LeadershipLost."""
+        from redis.exceptions import ResponseError
+
+        if not letters:
+            return 0
+        args: list[Any] = [self.epoch, DEAD_LETTER_CAP]
+        for letter in letters:
+            args += [letter.member, letter.crawlid, json.dumps(letter.record, ensure_ascii=False)]
+        try:
+            return int(self._dead_letter(keys=[keys.SEEDS, keys.MASTER_EPOCH, keys.PENDING_SEEDS,
+                                               keys.FINISH_CANDIDATES, keys.DEAD_LETTERS, keys.DEAD_LETTER_COUNTS,
+                                               keys.DEAD_LETTER_OUTBOX], args=args))
+        except ResponseError as exc:
+            if "FENCED" in str(exc):
+                raise LeadershipLost(f"epoch {self.epoch} is no longer current") from exc
+            raise
+
     def _read_batch(self, epoch: int, batch: str) -> list[Staged]:
         blob = self.redis.hget(keys.master_staging(epoch), batch)
         return _parse(blob) if blob else []
+
+
+def send_dead_letters(redis: Any, send: Callable[[list[dict[str, Any]]], None], limit: int = 500) -> int:
+    """Produce the oldest waiting dead-letter records with ``send`` (returns once Kafka acknowledged them), then trim
+    them off the outbox; returns how many. At least once: a crash between the two sends them again."""
+    raw = redis.lrange(keys.DEAD_LETTER_OUTBOX, 0, limit - 1)
+    if not raw:
+        return 0
+    send([json.loads(record) for record in raw])
+    redis.ltrim(keys.DEAD_LETTER_OUTBOX, len(raw), -1)
+    return len(raw)
 
 
 def _parse(blob: Any) -> list[Staged]:

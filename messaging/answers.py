@@ -17,7 +17,7 @@ from kafka import TopicPartition
 
 from messaging import clients
 from messaging.kafka_monitor.batch import DUPLICATE as WAS_DUPLICATE
-from messaging.kafka_monitor.batch import ENQUEUED, Incoming
+from messaging.kafka_monitor.batch import ENQUEUED, REDELIVERED, Incoming
 from messaging.settings import Settings
 
 FAILED_EXCERPT = 4096  # characters of a rejected message kept on the failed topic
@@ -46,9 +46,11 @@ def answer_for(item: Incoming) -> dict[str, Any] | None:
         return {"uuid": uuid, "kind": item.kind or "unknown", "status": REJECTED, "reason": item.rejection.reason,
                 "path": item.rejection.path}
     if item.kind == "crawl":
+        # what happened to the request, not to this delivery: a redelivered record that was accepted is accepted
         status = DUPLICATE if item.outcome == WAS_DUPLICATE else ACCEPTED
+        enqueued = item.detail.get("enqueued", False) if item.outcome == REDELIVERED else item.outcome == ENQUEUED
         return answer(item.data, "crawl", status, crawlid=item.data["crawlid"], url=item.data["url"],
-                      enqueued=item.outcome == ENQUEUED)
+                      enqueued=enqueued)
     return None
 
 
@@ -66,6 +68,26 @@ def failed_record(item: Incoming) -> dict[str, Any]:
         "original": text[:FAILED_EXCERPT],
         "original_bytes": len(item.raw),
         "truncated": len(text) > FAILED_EXCERPT,
+    }
+
+
+def dead_letter_record(task: str, reason: str, crawlid: str = "", userid: str = "", at: float | None = None,
+                       stage: str = "dispatch", path: str = "$.url") -> dict[str, Any]:
+    """What goes to the failed topic for a task the master could not place (a *dead letter*): like a rejection, the
+    reason and the original (the task as it was in ``seeds``, truncated), plus the crawl it belongs to."""
+    return {
+        "reason": f"{stage}: {reason}",
+        "path": path,
+        "error": reason,
+        "kind": "task",
+        "stage": stage,
+        "crawlid": crawlid or None,
+        "userid": userid or None,
+        "uuid": None,
+        "time": at,
+        "original": task[:FAILED_EXCERPT],
+        "original_bytes": len(task.encode("utf-8", "surrogatepass")),
+        "truncated": len(task) > FAILED_EXCERPT,
     }
 
 

@@ -2,11 +2,22 @@
 
 The registrable domain (eTLD+1) from the public suffix list bundled with tldextract — never fetched; when the suffix
 is unknown (``*.test``, ``localhost``) or the host is an IP address, the lower-case host name. No port. Never empty.
+
+**One host rule** (:func:`host_problem`), used wherever a host enters the system: the intake's URL check
+(``messaging.validation``), :func:`domain_of_host` here (so the dispatcher refuses what it could not key), and the key
+builder (``messaging.keys``: a domain is the hash tag of its keys). A host is an IP address, or dot-separated labels
+of 1–63 characters (253 in all) whose ASCII characters are letters, digits, ``-`` and ``_``; characters beyond ASCII
+(internationalised names) are allowed unless they are white space or invisible. So braces (a Redis Cluster hash tag
+inside the tag), glob characters (``* ? [ ] \\``), ``%``, ``:`` and the like never reach a key: a request that
+carries such a host is refused at intake with the reason, and a task that still has one (a link found on a page, an
+older task) is dead-lettered by the dispatcher instead of failing it.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import string
+import unicodedata
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -17,7 +28,55 @@ _extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
 class InvalidDomain(ValueError):
-    """The URL has no host to derive a domain from."""
+    """The URL has no host to derive a domain from, or its host breaks the host rule (:func:`host_problem`)."""
+
+
+MAX_HOST_LENGTH = 253
+MAX_LABEL_LENGTH = 63
+_LABEL_ASCII = frozenset(string.ascii_letters + string.digits + "-_")
+
+
+@lru_cache(maxsize=65536)
+def host_problem(host: str) -> str | None:
+    """Why ``host`` (a host name, a domain or an IP address; a trailing dot allowed) is not acceptable, or None.
+
+    The one host rule of crawlfleet (see the module docstring). Cached: the key builder asks for every key.
+    """
+    if not host:
+        return "empty host"
+    name = host[:-1] if host.endswith(".") else host
+    try:
+        ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+    except ValueError:
+        pass
+    else:
+        return None
+    if not name or len(name) > MAX_HOST_LENGTH:
+        return f"a host name has 1 to {MAX_HOST_LENGTH} characters, not {len(name)}"
+    for label in name.split("."):
+        if not label:
+            return f"empty label in host {_quote(host)}"
+        if len(label) > MAX_LABEL_LENGTH:
+            return f"a label of {len(label)} characters in host {_quote(host)} (at most {MAX_LABEL_LENGTH})"
+        for ch in label:
+            if ch.isascii():
+                if ch not in _LABEL_ASCII:
+                    return f"the character {ch!r} is not allowed in a host name ({_quote(host)})"
+            elif unicodedata.category(ch)[0] in "CZ":  # controls, format (invisible), separators
+                return f"the character U+{ord(ch):04X} is not allowed in a host name ({_quote(host)})"
+    return None
+
+
+def check_host(host: str) -> str:
+    """``host`` itself, or :class:`InvalidDomain` with the reason (:func:`host_problem`)."""
+    problem = host_problem(host)
+    if problem is not None:
+        raise InvalidDomain(problem)
+    return host
+
+
+def _quote(host: str) -> str:
+    return repr(host if len(host) <= 80 else host[:75] + "…")
 
 
 def host_of(url: str) -> str:
@@ -35,8 +94,7 @@ def host_of(url: str) -> str:
 def domain_of_host(host: str) -> str:
     """The domain of a host name or IP address."""
     host = host.strip().rstrip(".").lower()
-    if not host:
-        raise InvalidDomain("empty host")
+    check_host(host)
     try:
         ipaddress.ip_address(host.strip("[]"))
     except ValueError:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from messaging.domains import InvalidDomain, host_problem
+
 # --- global queue and crawls -------------------------------------------------------------------------------------
 SEEDS = "seeds"
 """zset: the global task queue; score from priority and arrival order (lower pops first)."""
@@ -219,6 +221,25 @@ def dispatched_minutes(spider_type: str) -> str:
     return f"master:{{seeds}}:dispatched:{spider_type}"
 
 
+def dispatched_jobs(spider_type: str) -> str:
+    """hash: ``<minute>:<job>`` -> tasks dispatched to that worker of the spider type in that Redis-clock minute.
+
+    The window cap counts only the live workers' fields, so that a rolling restart (every worker of a type
+    replaced) does not hold the new workers back by what the departed ones were given."""
+    return f"master:{{seeds}}:dispatched-jobs:{spider_type}"
+
+
+DEAD_LETTERS = "master:{seeds}:dead-letters"
+"""list: the latest tasks the dispatcher could not place (JSON: task, reason, crawlid, time), newest first, capped.
+Same slot as ``seeds``: a task leaves ``seeds`` and its pending count and lands here in one call."""
+
+DEAD_LETTER_COUNTS = "master:{seeds}:dead-letter-counts"
+"""hash: crawlid -> tasks of the crawl that were dead-lettered (the info answer's ``dead_letters``)."""
+
+DEAD_LETTER_OUTBOX = "master:{seeds}:dead-letter-outbox"
+"""list: dead-letter records not yet produced to the failed topic; the leader sends them, then trims them off."""
+
+
 # --- stats (seed tables 4-4, 4-5, 4-6) ---------------------------------------------------------------------------
 def stats_counter(module: str, plugin: str, window: str | int) -> str:
     """counter: what a module's plugin did in the window (seconds, or ``lifetime``)."""
@@ -312,8 +333,9 @@ def intake_seen(digest: str) -> str:
 
 
 def _tag(domain: str) -> str:
-    if not domain:
-        raise ValueError("a domain-scoped key needs a non-empty domain")
-    if "{" in domain or "}" in domain:
-        raise ValueError(f"a domain cannot contain braces: {domain!r}")
+    """The domain as a hash tag; :class:`messaging.domains.InvalidDomain` (a ValueError) when it breaks the one
+    host rule (:func:`messaging.domains.host_problem`), which the intake and the dispatcher apply too."""
+    problem = host_problem(domain)
+    if problem is not None:
+        raise InvalidDomain(f"no domain-scoped key for {domain!r}: {problem}")
     return domain

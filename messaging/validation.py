@@ -11,7 +11,12 @@ checks, which is what lets one monitor validate thousands of requests a second. 
   re-encodes cleanly into Redis;
 - formats are checked, not just annotated: ``http-url`` (absolute http(s) with a host, no white space, control or
   invisible characters), ``xpath`` (compiles with lxml, EXSLT ``re:``/``set:`` allowed as parsel does, known
-  functions only), ``regex`` (compiles with Python's ``re``, as Scrapy's link extractor does).
+  functions only; the regex literals of its ``re:`` calls as below), ``regex`` (compiles with Python's ``re``, and
+  with RE2, the linear-time engine the crawl runs request regexes in: ``messaging.regexes``).
+
+Every ``pattern`` in the schemas ends in ``$(?!\\n)``, not a bare ``$``: Python's ``$`` (the reference validator's)
+also matches before a final newline, which let ``"crawl:r5n-03012\\n"`` pass as an id; the lookahead is valid in
+ECMA-262 and jsonschema-rs alike, where ``\\Z`` is not.
 
 A rejection names the most relevant error (jsonschema's ``best_match``: the shallowest one first) as a JSON path and
 a message, e.g. ``$.rule.first_page_xpath.list_from: '//[' is not a valid XPath: Invalid expression``.
@@ -35,6 +40,9 @@ import orjson
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
 from lxml import etree
+
+from messaging.domains import host_problem
+from messaging.regexes import UnsafeRegex, exslt_regex_problem, regex_problem
 
 try:
     import jsonschema_rs
@@ -96,6 +104,9 @@ def is_http_url(value: object) -> bool:
         raise ValueError(f"scheme {parts.scheme!r} is not http or https")
     if not parts.hostname:
         raise ValueError("no host")
+    problem = host_problem(parts.hostname)  # the one host rule, the same as the key builder's
+    if problem is not None:
+        raise ValueError(problem)
     _ = parts.port  # raises ValueError for a port out of range or not a number
     return True
 
@@ -123,17 +134,27 @@ _CALL = re.compile(r"([A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?)\s*\(")
 def _check_xpath(expression: str) -> bool:
     # Compiling catches syntax errors and one evaluation on a tiny page undefined prefixes; lxml resolves function
     # names only when a call is reached, so they are checked by name.
-    etree.XPath(expression, namespaces=EXSLT_NAMESPACES)(_PROBE)
+    problem = exslt_regex_problem(expression)  # before the probe evaluates them (with Python's re)
+    if problem is not None:
+        raise etree.XPathEvalError(problem)
+    try:
+        etree.XPath(expression, namespaces=EXSLT_NAMESPACES)(_PROBE)
+    except etree.XPathError:
+        raise
+    except Exception as exc:  # e.g. an OverflowError from a regex argument: a reason, never "unreadable message"
+        raise etree.XPathEvalError(f"{type(exc).__name__}: {exc}") from None
     for name in _CALL.findall(_LITERAL.sub("''", expression)):
         if name not in XPATH_FUNCTIONS:
             raise etree.XPathEvalError(f"unknown function {name}()")
     return True
 
 
-@FORMATS.checks("regex", raises=re.error)
+@FORMATS.checks("regex", raises=UnsafeRegex)
 def is_regex(value: object) -> bool:
     if isinstance(value, str):
-        re.compile(value)
+        problem = regex_problem(value)  # compiles with Python's re and with RE2, the engine the crawl runs it in
+        if problem is not None:
+            raise UnsafeRegex(problem)
     return True
 
 

@@ -7,7 +7,9 @@ The plugins queue writes on a :class:`Batch`; :meth:`Batch.write` then does them
   ``intake:seen:{seeds}:<digest>`` (``SET NX EX``): the task is added (``ZADD NX``) only when that succeeds. Both keys
   share the hash tag of ``seeds``, so the check and the enqueue are one atomic step on a single server and on a Redis
   Cluster alike: a redelivered request (the monitor died after the write, before the commit) is skipped, and a crash
-  between the check and the enqueue cannot happen;
+  between the check and the enqueue cannot happen. The guard remembers which record set it (topic, partition,
+  offset) and what came of it, so the answer says what happened to the *request*: a redelivery of the record that
+  was accepted is ``accepted`` again (outcome ``redelivered``), another request with the same content ``duplicate``;
 - other requests become a key (``info:…``, ``statsrequest:…``, ``zk:…``, ``stop:…``) holding the request's JSON,
   written with ``SET NX EX`` — a redelivery before the Redis monitor answered finds the key and is a no-op; one after
   the answer repeats an idempotent action (an info or stats answer, the same site change, the same stop).
@@ -26,6 +28,34 @@ from messaging.tasks import PUSH_SEEDS_LUA, CrawlFields, Task, push_seeds_call
 from messaging.validation import Rejected, Request
 
 ENQUEUED, QUEUED_ALREADY, DUPLICATE, STORED, REJECTED = "enqueued", "queued-already", "duplicate", "stored", "rejected"
+REDELIVERED = "redelivered"  # the same Kafka record again (a retry or a redelivery): already accepted, not re-enqueued
+
+# The intake's guarded push: PUSH_SEEDS_LUA itself (the one push mechanism, run as a local function), plus the
+# delivery that set each guard. A guard holds ``<topic>/<partition>/<offset>|<code>`` of the record that first
+# carried the content, so that the same record delivered again (the monitor died after the write, before the
+# commit; or the batch is retried) is told apart from another request with the same content.
+# KEYS: those of PUSH_SEEDS_LUA. ARGV: n, n delivery ids, then the ARGV of PUSH_SEEDS_LUA.
+# Per task: PUSH_SEEDS_LUA's codes (1 new, 0 already in seeds, -1 duplicate), or 2 / 3 for a redelivery of a
+# record that was first answered with 1 / 0.
+INTAKE_PUSH_LUA = (
+    "local function push(KEYS, ARGV)\n" + PUSH_SEEDS_LUA + "\nend\n" + """
+local n = tonumber(ARGV[1])
+local push_args = {}
+for i = n + 2, #ARGV do push_args[#push_args + 1] = ARGV[i] end
+local earlier = {}
+for i = 1, n do earlier[i] = redis.call('GET', KEYS[3 + i]) end
+local out = push(KEYS, push_args)
+for i = 1, n do
+  local delivery = ARGV[1 + i]
+  local before = earlier[i]
+  if before and string.sub(before, 1, #delivery + 1) == delivery .. '|' then
+    out[i] = 2 + (1 - tonumber(string.sub(before, #delivery + 2)))
+  elseif out[i] >= 0 then
+    redis.call('SET', KEYS[3 + i], delivery .. '|' .. out[i], 'XX', 'EX', push_args[1])
+  end
+end
+return out
+""")
 
 def pipeline_eval(pipe: Any, script: str, script_keys: list[str], args: list[Any]) -> None:
     """Queue a Lua call on a pipeline as EVAL: redis-py refuses EVALSHA (and ``eval()``) in a Redis Cluster
@@ -54,6 +84,11 @@ class Incoming:
     @property
     def data(self) -> dict[str, Any]:
         return self.request.data if self.request else {}
+
+    @property
+    def delivery(self) -> str:
+        """Which Kafka record this is: the same on a redelivery, different for another request."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
 
     @property
     def uuid(self) -> str | None:
@@ -99,7 +134,8 @@ class Batch:
         if self._tasks:
             seen = [keys.intake_seen(request.request.digest) for request, _ in self._tasks]
             script_keys, args = push_seeds_call([task for _, task in self._tasks], seen, self.dedup_ttl)
-            pipeline_eval(pipe, PUSH_SEEDS_LUA, script_keys, args)
+            deliveries = [request.delivery for request, _ in self._tasks]
+            pipeline_eval(pipe, INTAKE_PUSH_LUA, script_keys, [len(deliveries), *deliveries, *args])
         for request, key in self._stores:
             pipe.set(key, request.request.canonical if request.request else "", nx=True, ex=self.request_ttl)
         results = pipe.execute() if len(pipe) else []
@@ -107,7 +143,11 @@ class Batch:
         if self._tasks:
             enqueued: Counter[str] = Counter()
             for (request, task), code in zip(self._tasks, results[0], strict=True):
-                request.outcome = {1: ENQUEUED, 0: QUEUED_ALREADY}.get(int(code), DUPLICATE)
+                code = int(code)
+                request.outcome = {1: ENQUEUED, 0: QUEUED_ALREADY, 2: REDELIVERED, 3: REDELIVERED}.get(code, DUPLICATE)
+                if request.outcome == REDELIVERED:
+                    request.detail["enqueued"] = code == 2  # what the first delivery did
+                    continue  # written and counted when it was first delivered
                 if request.outcome == ENQUEUED:
                     enqueued[task.crawlid] += 1
                 if request.outcome != DUPLICATE:

@@ -27,7 +27,7 @@ from kafka.errors import CommitFailedError
 
 from messaging import clients, keys
 from messaging.answers import answer_for, failed_record
-from messaging.kafka_monitor.batch import DUPLICATE, REJECTED, Batch, Incoming
+from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
 from messaging.service import run_service
 from messaging.settings import Settings
@@ -92,6 +92,7 @@ class KafkaMonitor:
         self.paused = False
         self._stop = threading.Event()
         self._last_water_check = 0.0
+        self._water_unknown = False
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -140,8 +141,11 @@ class KafkaMonitor:
         try:
             size = int(self.redis.zcard(keys.SEEDS))
         except Exception as exc:  # Redis away: the batch write will fail and be retried anyway
-            logger.warning("kafka-monitor: cannot read the size of seeds: %s", exc)
+            if not self._water_unknown:  # once per outage, not twice a second
+                logger.warning("kafka-monitor: cannot read the size of seeds: %s", exc)
+            self._water_unknown = True
             return
+        self._water_unknown = False
         partitions = list(self.consumer.assignment())
         if not self.paused and size > self.settings.seeds_high_water:
             self.paused = True
@@ -224,6 +228,7 @@ class KafkaMonitor:
         counts = Counter(written)
         counts["rejected"] = sum(1 for item in incoming if item.outcome == REJECTED)
         counts["duplicate"] = sum(1 for item in incoming if item.outcome == DUPLICATE)
+        counts["redelivered"] = sum(1 for item in incoming if item.outcome == REDELIVERED)
         for plugin, count in counts.items():
             if count:
                 try:

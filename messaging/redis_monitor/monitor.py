@@ -4,7 +4,9 @@ Several monitors may run: a key is handled by the one that sets its lock (``SET 
 CRAWLFLEET_MONITOR_LOCK_TTL). The answer is produced and acknowledged by Kafka before the request key is deleted,
 so a monitor that dies mid-way leaves the key for another one once the lock expires (the client may then get the
 answer twice; it takes the first). A plugin that raises produces an ``error`` answer with the reason, and the
-request is done: a client can retry, and a request that can never succeed does not loop forever.
+request is done: a client can retry, and a request that can never succeed does not loop forever. While Redis or
+Kafka is away the loop keeps trying every CRAWLFLEET_REDIS_MONITOR_INTERVAL, and :class:`OutageLog` says so once
+when it starts, every OUTAGE_REPORT_SECONDS while it lasts, and once when it is over.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from messaging import clients, keys
 from messaging.answers import ERROR, OK, answer
+from messaging.clock import Clock, SystemClock
 from messaging.kafka_monitor.monitor import load_plugins
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.service import run_service
@@ -25,6 +28,7 @@ from messaging.stats import Stats
 
 MODULE = "redis-monitor"
 SCAN_COUNT = 1000
+OUTAGE_REPORT_SECONDS = 30.0  # while Redis or Kafka stays away, one log line this often
 logger = logging.getLogger("crawlfleet.redis_monitor")
 
 # KEYS[1]: the lock. ARGV[1]: our token. Deletes the lock only while it is still ours.
@@ -34,9 +38,47 @@ return 0
 """
 
 
+class OutageLog:
+    """Log a dependency's outage by its changes of state, never once per failed attempt.
+
+    One line when it starts failing (the error), one every ``every`` seconds while it stays down, one when it works
+    again (with how long it was down). A Redis outage once wrote a full traceback every 0.2 s; the traceback of the
+    first failure is kept for DEBUG."""
+
+    def __init__(self, log: logging.Logger, what: str, every: float = OUTAGE_REPORT_SECONDS,
+                 clock: Clock | None = None) -> None:
+        self.log = log
+        self.what = what
+        self.every = every
+        self.clock = clock or SystemClock()
+        self.since: float | None = None
+        self._reported = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self.since is not None
+
+    def failed(self, exc: BaseException) -> None:
+        now = self.clock.now()
+        if self.since is None:
+            self.since = self._reported = now
+            self.log.error("%s failing: %s: %s (one line every %.0fs while it lasts)", self.what,
+                           type(exc).__name__, exc, self.every)
+            self.log.debug("%s: first failure", self.what, exc_info=exc)
+        elif now - self._reported >= self.every:
+            self._reported = now
+            self.log.warning("%s still failing after %.0fs: %s: %s", self.what, now - self.since,
+                             type(exc).__name__, exc)
+
+    def ok(self) -> None:
+        if self.since is not None:
+            self.log.warning("%s works again after %.0fs", self.what, self.clock.now() - self.since)
+            self.since = None
+
+
 class RedisMonitor:
     def __init__(self, settings: Settings, redis: Any = None, producer: Any = None,
-                 plugins: list[Plugin] | None = None) -> None:
+                 plugins: list[Plugin] | None = None, clock: Clock | None = None) -> None:
         self.settings = settings
         self.redis = redis if redis is not None else clients.redis_client(settings)
         self.producer = producer
@@ -46,6 +88,7 @@ class RedisMonitor:
         self.token = uuidlib.uuid4().hex
         self._release = self.redis.register_script(_RELEASE)
         self._stop = threading.Event()
+        self.outage = OutageLog(logger, "redis-monitor: a pass over the request keys (Redis or Kafka)", clock=clock)
 
     def connect(self) -> None:
         if self.producer is None:
@@ -65,9 +108,11 @@ class RedisMonitor:
         while not self._stop.is_set():
             try:
                 handled = self.run_once()
-            except Exception:  # Redis or Kafka away: keep going, the keys stay until handled
-                logger.exception("redis-monitor: scan failed")
+            except Exception as exc:  # Redis or Kafka away: keep going, the keys stay until handled
+                self.outage.failed(exc)
                 handled = 0
+            else:
+                self.outage.ok()
             if not handled:
                 self._stop.wait(self.settings.redis_monitor_interval)
 

@@ -12,7 +12,7 @@ import pytest
 from deploy.procs import wait_for
 from messaging import clients, keys
 from messaging.answers import AnswerWaiter
-from messaging.kafka_monitor.batch import DUPLICATE, ENQUEUED, Batch, Incoming
+from messaging.kafka_monitor.batch import DUPLICATE, ENQUEUED, REDELIVERED, Batch, Incoming
 from messaging.kafka_monitor.plugins.crawl import CrawlPlugin
 from messaging.stats import Stats
 from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds
@@ -139,9 +139,9 @@ def test_a_redelivered_batch_is_not_enqueued_twice(cf, request, cluster):
     redis = isolated.redis()
     raw = [json.dumps(crawl("dedup", f"http://dedup.example.com/{i}")).encode() for i in range(50)]
 
-    def deliver() -> tuple[set[str], dict[str, int]]:
-        items = [Incoming("incoming", 0, offset, body, request=parse_request(body)) for offset, body in
-                 enumerate(raw)]
+    def deliver(first_offset: int = 0) -> tuple[set[str], dict[str, int]]:
+        items = [Incoming("incoming", 0, first_offset + offset, body, request=parse_request(body)) for offset, body
+                 in enumerate(raw)]
         batch = Batch(redis, dedup_ttl=60, request_ttl=60)
         plugin = CrawlPlugin()
         plugin.prepare(items, batch)
@@ -153,7 +153,8 @@ def test_a_redelivered_batch_is_not_enqueued_twice(cf, request, cluster):
 
     assert deliver() == ({ENQUEUED}, {"crawl": 50})
     redis.zpopmin(keys.SEEDS, 50)  # dispatched meanwhile: ZADD NX alone would enqueue them again
-    assert deliver() == ({DUPLICATE}, {})
+    assert deliver() == ({REDELIVERED}, {})  # the same records again: accepted once, not enqueued again
+    assert deliver(first_offset=1000) == ({DUPLICATE}, {})  # other records with the same content
     assert redis.zcard(keys.SEEDS) == 0
     assert 0 < redis.ttl(keys.intake_seen(parse_request(raw[0]).digest)) <= 60
     assert redis.hget(keys.crawl("dedup"), CrawlFields.ENQUEUED) == b"50"

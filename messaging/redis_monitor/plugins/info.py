@@ -3,11 +3,13 @@
 The answer: ``pending`` (tasks in ``seeds``), ``queued`` and ``leased`` (in workers' queues and leases),
 ``total_domains`` and per ``domains`` counts, per ``jobs`` counts, and from the crawl hash its state, spider type,
 pages processed, tasks ever enqueued and ``items`` stored (the hash's counter; ``items_in_mongodb`` counts the crawl's
-collection when MongoDB answers).
+collection when MongoDB answers). ``dead_letters`` counts the crawl's tasks that the dispatcher could not place
+(``master:{seeds}:dead-letter-counts``), with the latest few and their reasons in ``dead_letter_samples``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from typing import Any
@@ -20,6 +22,8 @@ from messaging.tasks import CrawlFields
 logger = logging.getLogger("crawlfleet.redis_monitor")
 _NUMBERS = (CrawlFields.PAGES, CrawlFields.ITEMS, CrawlFields.ENQUEUED, CrawlFields.CREATED, CrawlFields.FINISHED)
 _COUNT_NAMES = {SEEDS: "pending", QUEUE: "queued", INFLIGHT: "leased"}
+DEAD_LETTER_SAMPLES = 5  # latest dead letters of the crawl shown in the answer
+DEAD_LETTER_LOOKBACK = 1000  # records of the dead-letter list searched for them
 
 
 def _text(value: Any) -> str:
@@ -48,6 +52,21 @@ def crawl_info(redis: Any, crawlid: str) -> dict[str, Any]:
     }
 
 
+def dead_letters(redis: Any, crawlid: str, samples: int = DEAD_LETTER_SAMPLES) -> dict[str, Any]:
+    """How many of the crawl's tasks the dispatcher could not place, and the latest few with their reasons."""
+    count = int(redis.hget(keys.DEAD_LETTER_COUNTS, crawlid) or 0)
+    latest: list[dict[str, Any]] = []
+    if count:
+        for raw in redis.lrange(keys.DEAD_LETTERS, 0, DEAD_LETTER_LOOKBACK - 1):
+            record = json.loads(raw)
+            if record.get("crawlid") == crawlid:
+                latest.append({"reason": record.get("error"), "task": record.get("original"),
+                               "time": record.get("time")})
+                if len(latest) >= samples:
+                    break
+    return {"dead_letters": count, "dead_letter_samples": latest}
+
+
 class InfoPlugin(Plugin):
     name = "info"
     kind = "info"
@@ -62,6 +81,7 @@ class InfoPlugin(Plugin):
         for field in _NUMBERS:
             answer[field] = int(float(raw[field])) if raw.get(field) else 0
         answer.update(crawl_info(context.redis, crawlid))
+        answer.update(dead_letters(context.redis, crawlid))
         answer["items_in_mongodb"] = self._mongo_count(context, crawlid)
         return answer
 
