@@ -29,8 +29,10 @@ DOWNLOADER_MIDDLEWARES = {
     "spiders.middlewares.status.HttpStatusCounterMiddleware": 860,  # every response as it came off the wire
     "spiders.middlewares.retry_after.RetryAfterMiddleware": 560,  # 429/503: block the domain cluster-wide
     "spiders.middlewares.decode.DecodeMiddleware": 585,  # decoded after decompression, before the spider
-    "spiders.middlewares.redirect_dedup.RedirectDedupMiddleware": 590,  # where a redirect ended is seen too
 }
+# Where a redirect ends is checked against the crawl's Bloom filter by the scheduler before it is fetched, and
+# marked seen when the task completes (in the committer's batch): RedirectDedupMiddleware, which marks it with a
+# blocking call in the reactor, is for plain Scrapy projects that use BloomDupeFilter without the fleet's scheduler.
 # Politeness is cluster-wide (the politeness step: per spider type and per host IP, ZooKeeper rates), so Scrapy's
 # per-process slot limits would only add a second, local brake.
 CONCURRENT_REQUESTS = 16
