@@ -39,6 +39,7 @@ from scrapy.utils.misc import arg_to_iter
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from messaging.domains import InvalidDomain, domain_of
+from messaging.regexes import UnsafeRegex, compile_user_regex
 from spiders.rules.fields import FOLLOWED_SCHEMES, FieldSet, Link, LinkMaker, PageResult, RuleError, page_root
 
 START = ""
@@ -75,9 +76,11 @@ class LinkRule:
         self.index = index
         self.callback = rule_callback(index)
         try:
-            # Only the regexes and the link scan are LinkExtractor's; domains are matched by host below.
-            self.regexes = LinkExtractor(allow=spec.get("allow", ()), deny=spec.get("deny", ()))
-        except Exception as exc:  # re.error, TypeError: the schema should have refused the rule
+            # The request's regexes run in RE2 (linear time: a catastrophic pattern cannot stall the worker), not in
+            # LinkExtractor's Python re; the link scan is LinkExtractor's; domains are matched by host below.
+            self.allow = tuple(compile_user_regex(p) for p in arg_to_iter(spec.get("allow")))
+            self.deny = tuple(compile_user_regex(p) for p in arg_to_iter(spec.get("deny")))
+        except UnsafeRegex as exc:  # the intake refuses such a rule: an old request, or one that bypassed it
             raise RuleError(f"rules[{index}]: bad allow/deny: {exc}") from exc
         self.allow_domains = _domains(spec.get("allow_domains")) or (default_domain,)
         self.deny_domains = _domains(spec.get("deny_domains"))
@@ -91,7 +94,9 @@ class LinkRule:
 
     def takes(self, url: str, host: str | None = None) -> bool:
         host = host if host is not None else _host(url)
-        return host is not None and self.takes_host(host) and self.regexes.matches(url)
+        return (host is not None and self.takes_host(host)
+                and (not self.allow or any(regex.search(url) for regex in self.allow))
+                and not any(regex.search(url) for regex in self.deny))
 
 
 class UniversalRule:

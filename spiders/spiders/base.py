@@ -25,6 +25,7 @@ import scrapy
 from scrapy import Request
 from scrapy.http import Response
 
+from messaging.regexes import install_exslt_functions
 from messaging.tasks import Task
 from spiders.rules import PageResult
 from spiders.worker.crawls import CrawlInfo
@@ -43,6 +44,7 @@ class FleetSpider(scrapy.Spider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rules: dict[str, Any] = {}
+        install_exslt_functions()  # XPath's re:test / re:match / re:replace run in RE2, as the rules' regexes do
 
     async def start(self) -> AsyncIterator[Any]:
         """Nothing: tasks come from Redis through the scheduler."""

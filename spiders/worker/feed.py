@@ -12,7 +12,8 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
 - **reads** each crawl's rule and state once (:class:`~spiders.worker.crawls.CrawlCatalog`) before a task of the crawl
   is handed out, and re-reads known crawls so that a stop is noticed; tasks of a stopped crawl complete unfetched;
 - **renews** the leases of tasks still being processed (items waiting for MongoDB, slow downloads) after a third of
-  the lease time;
+  the lease time, and puts leases of this job that expired anyway (a task the process lost track of) back into
+  their queue;
 - **commits** finished tasks in batches every CRAWLFLEET_COMMIT_INTERVAL (:class:`~spiders.worker.commit.Committer`);
 - **stops** on request (SIGTERM, a full shutdown) after committing what is finished, then leaves the registry, so
   the master puts every task it still holds (prefetched, leased) back into ``seeds`` at once.
@@ -149,6 +150,7 @@ class TaskFeed:
                     next_beat = now + self.config.heartbeat_interval
                 if now >= next_renew:
                     self._renew(now)
+                    self._requeue_expired()
                     next_renew = now + self.config.lease_seconds / 6
                 if now >= next_refresh:
                     self.catalog.refresh_known()
@@ -223,6 +225,14 @@ class TaskFeed:
                 self.held[member] = (lease, float("inf"))  # never renewed again; dropped when it finishes
             else:
                 self.held[member] = (renewed, now)
+
+    def _requeue_expired(self) -> None:
+        """Leases of this job that expired (a task this process lost track of) go back to their domain queue."""
+        held = {lease.member for lease, _ in self.held.values()}
+        for domain in self.politeness.domains():
+            for task in self.politeness.requeue_expired(domain):
+                if task.encode() not in held:
+                    logger.warning("lease of %s had expired: back in the queue", task.url)
 
     def _commit_some(self) -> None:
         batch: list[Finished] = []

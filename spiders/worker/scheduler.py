@@ -148,8 +148,8 @@ class FleetScheduler:
     def next_request(self) -> Request | None:
         if self._followups and self._followups[0][0] <= time.monotonic():
             return heapq.heappop(self._followups)[2]
-        if self.feed is None or self._closing:
-            return None
+        if self.feed is None or self._closing or self.feed.paused:
+            return None  # paused: storage is full; the leases wait in memory, renewed, until it drains
         while (lease := self.feed.pop()) is not None:
             request = self.tracker.start(lease)
             if request is not None:
@@ -236,6 +236,8 @@ class FleetScheduler:
             logger.warning("storage backlog %s (%d items waiting): %s taking tasks", "full" if full else "drained",
                            waiting, "stop" if full else "resume")
             self.feed.pause(full)
+            if not full:
+                self._nudge()
 
     def _fenced(self) -> None:
         logger.error("this job was retired by the master: closing the spider")

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from deploy.procs import free_port, port_free, stop_pid, wait_for
-from deploy.services.mongo import secantus_bin
 from messaging.stats import Stats
+from tests.plugins.mongo import OwnMongo
 
 pytestmark = pytest.mark.integration
 
@@ -200,37 +199,6 @@ def test_batches_land_acknowledged_once_per_url_one_collection_per_crawl(cf, pro
     assert not [key for key in doc if key.startswith("_")]
     assert doc["text"] == "x" and "published" in doc  # through the extraction pipeline
     assert Stats(cf.redis(), "crawler").value("clean:dropped", "lifetime") == 1  # BufferedStats flushed at close
-
-
-class OwnMongo:
-    """A SecantusDB of this test only, on a disk path so that it can be stopped and restarted with its data."""
-
-    def __init__(self, procs: Any, cf: Any, tmp_path: Path) -> None:
-        self.procs, self.env = procs, cf.env
-        self.port = free_port()
-        self.path = tmp_path / "mongo-data"
-        self.cwd = tmp_path / "mongo-cwd"  # the launcher reads ./secantusd.toml: an empty directory
-        self.cwd.mkdir()
-        self.proc: Any = None
-
-    @property
-    def uri(self) -> str:
-        return f"mongodb://127.0.0.1:{self.port}/"
-
-    def start(self) -> None:
-        argv = [secantus_bin(), "--host", "127.0.0.1", "--port", str(self.port), "--storage-path", str(self.path),
-                "--log-level", "WARNING"]
-        self.proc = self.procs.start(argv, self.env, name="own-mongo", cwd=self.cwd)
-        client = MongoClient(self.uri, serverSelectionTimeoutMS=500)
-        try:
-            wait_for(lambda: client.admin.command("ping").get("ok") == 1, 30, f"SecantusDB on port {self.port}",
-                     0.1, lambda: f"exited with {self.proc.returncode}" if self.proc.poll() is not None else None)
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        stop_pid(self.proc.pid, timeout=10)
-        wait_for(lambda: port_free(self.port), 15, f"port {self.port} to be free")
 
 
 def test_an_outage_is_waited_out_without_loss_or_duplicates(cf, procs, tmp_path):

@@ -411,3 +411,13 @@ def test_demo_sitemaps_feed_the_universal_rule():
     chunk = rule.parse_sitemap(XmlResponse(index.links[0].url,
                                            body=templates.sitemap_chunk(site, origin(site), 1).encode()))
     assert len(chunk.links) == site.articles and {link.callback for link in chunk.links} == {"rule:1"}
+
+
+def test_a_catastrophic_allow_regex_runs_in_linear_time():
+    """``(a+)+$`` backtracks exponentially in Python's re (2 s at 24 characters); the rule runs it in RE2."""
+    rule = UniversalRule.from_json({"rules": [{"allow": "(a+)+$"}]}, "http://a.test/")
+    url = "http://a.test/" + "a" * 5000 + "!"
+    assert rule.rules[0].takes(url) is False
+    assert rule.rules[0].takes("http://a.test/aaaa") is True
+    with pytest.raises(RuleError):
+        UniversalRule.from_json({"rules": [{"allow": "(a)\\1"}]}, "http://a.test/")  # a backreference: no RE2
