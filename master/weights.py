@@ -7,8 +7,11 @@ ran out of work in some minutes — because it was given little, or the crawl ra
 so a worker capped by what it was given still shows that it got faster as soon as it has a backlog again.
 
 Only whole minutes count: the current minute (partial) and the minute of the worker's registration (partial) are
-left out. A worker without a busy minute yet has no history; it starts at the mean weight of the workers of its
-spider type that have one, or at CRAWLFLEET_DISPATCH_INITIAL_RATE when none has.
+left out. A worker without a busy whole minute yet but with completions in those partial minutes is measured by
+them: its completions since it started per minute since it started (:func:`partial_rate`) — otherwise a worker that
+finished all it was given within its first minute would look new for ever, and the dispatch window, which counts
+what it was given, would hold it back. A worker with neither has no history; it starts at the mean weight of the
+workers of its spider type that have one, or at CRAWLFLEET_DISPATCH_INITIAL_RATE when none has.
 """
 
 from __future__ import annotations
@@ -45,6 +48,13 @@ def busy_rate(done: Sequence[int], busy: Sequence[bool]) -> float | None:
     return sum(counted) / len(counted)
 
 
+def partial_rate(done: int, started: float, now: float) -> float | None:
+    """Completions per minute since the worker started (for a worker without a whole busy minute yet)."""
+    if done <= 0 or not started or now <= started:
+        return None
+    return done / max((now - started) / 60.0, 1.0 / 60.0)
+
+
 def fill_missing(rates: Mapping[str, float | None], initial: float) -> dict[str, float]:
     """Workers without history get the mean of those with history (``initial`` when none has)."""
     known = [rate for rate in rates.values() if rate is not None]
@@ -61,13 +71,20 @@ class Measured:
 def measure(registry: WorkerRegistry, started: Mapping[str, float], now: float, k: int) -> dict[str, Measured]:
     """Each job's rate over its window and its outstanding tasks, in one pipelined read."""
     minutes = window_minutes(now, k)
+    partial = {f"d{minute_of(now)}"} | {f"d{minute_of(at)}" for at in started.values() if at}
     fields = [f"d{m}" for m in minutes] + [f"b{m}" for m in minutes] + ["out"]
+    fields += sorted(partial - set(fields))
+    column = {name: i for i, name in enumerate(fields)}
     values = registry.activity(started, fields)
     result: dict[str, Measured] = {}
     for job, row in values.items():
         first = first_whole_minute(started[job]) if started[job] else minutes[0] if minutes else 0
-        keep = [i for i, m in enumerate(minutes) if m >= first]
-        done = [row[i] for i in keep]
-        busy = [bool(row[len(minutes) + i]) for i in keep]
-        result[job] = Measured(busy_rate(done, busy), row[-1])
+        keep = [m for m in minutes if m >= first]
+        done = [row[column[f"d{m}"]] for m in keep]
+        busy = [bool(row[column[f"b{m}"]]) for m in keep]
+        rate = busy_rate(done, busy)
+        if rate is None and started[job]:  # the partial minutes (joining, current) are all that is known
+            joined = {f"d{minute_of(started[job])}", f"d{minute_of(now)}"}
+            rate = partial_rate(sum(done) + sum(row[column[name]] for name in joined), started[job], now)
+        result[job] = Measured(rate, row[column["out"]])
     return result

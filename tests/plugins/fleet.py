@@ -84,12 +84,27 @@ class Fleet:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 states = {c: self.redis.hgetall(keys.crawl(c)) for c in set(crawlids) - set(found)}
-                raise AssertionError(f"crawls did not finish in {timeout:.0f}s: {states}\n"
-                                     f"seeds: {self.redis.zcard(keys.SEEDS)}")
+                raise AssertionError(f"crawls did not finish in {timeout:.0f}s: {states}\n{self.diagnosis()}")
             events = read_topic(self.cf.settings, self.cf.settings.topic_outbound, 0, timeout=1)
             events += _poll_topic(self.cf.settings, self.cf.settings.topic_outbound, min(5.0, remaining))
             found.update({e["crawlid"]: e for e in events if e.get("event") == "crawl_finished"})
         return found
+
+    def diagnosis(self) -> str:
+        """What the fleet looks like now: seeds, every job's queues and leases, and the logs' last lines."""
+        lines = [f"seeds: {self.redis.zcard(keys.SEEDS)}, workers: {self.redis.zrange(keys.WORKERS, 0, -1)}, "
+                 f"retired: {self.redis.zrange(keys.RETIRED_WORKERS, 0, -1)}"]
+        for job in self.workers:
+            domains = [d.decode() for d in self.redis.smembers(keys.job_domains(job))]
+            queued = sum(self.redis.zcard(keys.queue(job, d)) for d in domains)
+            leased = sum(self.redis.zcard(keys.inflight(job, d)) for d in domains)
+            activity = self.redis.hgetall(keys.worker_activity(job))
+            lines.append(f"{job}: {queued} queued, {leased} leased, activity {activity}")
+        for name, proc, _ in self.procs.started:
+            if name.startswith(("master", "worker")):
+                tail = "\n    ".join(self.procs.log(proc).splitlines()[-12:])
+                lines.append(f"--- {name} (pid {proc.pid}, exit {proc.poll()}):\n    {tail}")
+        return "\n".join(lines)
 
     def served(self, site: str) -> dict[str, int]:
         """Requests the demo web answered for each path of a site so far."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from master.weights import busy_rate, fill_missing, minute_of, window_minutes
+from master.weights import busy_rate, fill_missing, minute_of, partial_rate, window_minutes
 
 pytestmark = pytest.mark.unit
 
@@ -42,3 +42,10 @@ def test_window_holds_whole_minutes_before_now_and_after_the_start() -> None:
     # a worker that started 3.5 minutes ago: its join minute is partial, so only 3 minutes count
     assert window_minutes(now, 10, started=now - 210) == list(range(current - 3, current))
     assert window_minutes(now, 10, started=now - 10) == []
+
+
+def test_a_worker_without_a_whole_busy_minute_is_measured_by_its_partial_minutes() -> None:
+    # it joined 40 s ago and completed 600 tasks: 900 a minute, not "new" (which would start it at the mean)
+    assert partial_rate(600, T0, T0 + 40) == pytest.approx(900.0)
+    assert partial_rate(0, T0, T0 + 40) is None
+    assert partial_rate(10, T0, T0) is None
