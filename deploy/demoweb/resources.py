@@ -4,6 +4,10 @@ One :class:`DemoSite` factory listens on every site's loopback address; the site
 Host header names (so ``curl -H Host:`` works too), else the one whose address the connection came to. The
 server counts its answers per site and status (``/_demoweb/stats.json``) instead of writing an access log,
 which would cost more than serving a static page.
+
+The one piece of state besides the counters is the busy area's (:class:`deploy.demoweb.busy.BusyArea`): whether a
+``/busy/`` page asked for now gets the router's page or its 429, and the time of every answer there (in the stats
+under each site's ``busy``), read from the reactor's clock.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from twisted.web import http, server
 from twisted.web.resource import Resource
 from twisted.web.static import NoRangeStaticProducer
 
+from deploy.demoweb.busy import BusyArea
 from deploy.demoweb.router import STATS_PATH, Reply, Router, StreamReply
 
 SERVER_HEADER = b"demoweb"
@@ -25,10 +30,11 @@ SERVER_HEADER = b"demoweb"
 class DemoResource(Resource):
     isLeaf = True
 
-    def __init__(self, router: Router, clock: IReactorTime) -> None:
+    def __init__(self, router: Router, clock: IReactorTime, busy: BusyArea | None = None) -> None:
         super().__init__()
         self.router = router
         self.clock = clock
+        self.busy = busy if busy is not None else BusyArea()
         self.answers: Counter[tuple[str, int]] = Counter()  # (site name, status) -> count
         self.paths: Counter[tuple[str, str]] = Counter()  # (site name, path) -> requests: "fetched twice?" checks
 
@@ -47,6 +53,11 @@ class DemoResource(Resource):
             query = {key.decode("latin-1"): [value.decode("latin-1") for value in values]
                      for key, values in (request.args or {}).items()}
             reply = self.router.route(site, path, query)
+            if self.router.is_busy_page(site, path):
+                now = self.clock.seconds()
+                if self.busy.too_busy(site.name, path, now):
+                    reply = self.router.too_busy_reply(site, self.busy.retry_after)
+                self.busy.record(site.name, path, reply.status, now)
         self.answers[site.name, reply.status] += 1
         if path != STATS_PATH:
             self.paths[site.name, path] += 1
@@ -57,7 +68,9 @@ class DemoResource(Resource):
         return self._send(request, reply)
 
     def stats(self) -> dict[str, Any]:
-        """Answers so far: ``{site: {"requests": n, "status": {"200": n, …}, "paths": {path: n, …}}}``."""
+        """Answers so far: ``{site: {"requests": n, "status": {"200": n, …}, "paths": {path: n, …}}}``, plus
+        ``"busy"`` (:meth:`BusyArea.stats`: when its window opened, every answer's time) for a site whose busy area
+        was asked for."""
         result: dict[str, Any] = {}
         for (name, status), count in sorted(self.answers.items()):
             entry = result.setdefault(name, {"requests": 0, "status": {}, "paths": {}})
@@ -65,6 +78,8 @@ class DemoResource(Resource):
             entry["status"][str(status)] = count
         for (name, path), count in self.paths.items():
             result.setdefault(name, {"requests": 0, "status": {}, "paths": {}})["paths"][path] = count
+        for name in self.busy.sites():
+            result.setdefault(name, {"requests": 0, "status": {}, "paths": {}})["busy"] = self.busy.stats(name)
         return result
 
     @staticmethod
@@ -75,6 +90,8 @@ class DemoResource(Resource):
         request.setHeader(b"content-length", str(len(reply.body)).encode())
         if reply.location:
             request.setHeader(b"location", reply.location.encode())
+        for name, value in reply.headers:
+            request.setHeader(name.encode(), value.encode())
         return b"" if request.method == b"HEAD" else reply.body
 
     @staticmethod

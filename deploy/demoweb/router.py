@@ -2,7 +2,8 @@
 
 Besides the content (home, list pages, articles, calendar), every site answers like a real one does:
 robots.txt and a sitemap index, permanent (301) and temporary (302) redirects, 404 for what does not exist,
-500 from its search, a slow live page, and a disallowed staff area.
+500 from its search, a slow live page, a disallowed staff area, and a busy area (``/busy/``, :mod:`deploy.demoweb.busy`)
+whose pages are rendered here and whose 429 moment is decided by the resource (:meth:`Router.too_busy_reply`).
 
 In static mode every page of finite number (home, list pages, articles, robots.txt, sitemaps, assets) is
 rendered once at start and served from memory; the rest (calendar, redirects, errors) is cheap anyway.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 from deploy.demoweb import templates
+from deploy.demoweb.busy import BUSY_PREFIX, BUSY_RETRY_AFTER, busy_page, busy_page_number
 from deploy.demoweb.sites import DEFAULT_SLOW_SECONDS, DISALLOWED_PREFIX, Site, manifest
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ class Reply:
     content_type: str
     location: str | None = None  # redirects
     delay: float = 0.0  # seconds to wait before answering (the slow page)
+    headers: tuple[tuple[str, str], ...] = ()  # any other header (Retry-After of the busy area's 429)
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,9 @@ class Router:
         fixed = self._fixed.get(path)
         if fixed is not None:
             return fixed(site, origin, query)
+        if path.startswith(BUSY_PREFIX):
+            number = busy_page_number(path)
+            return self._not_found(site) if number is None else self._html(site, busy_page(site, origin, number))
         if path.startswith(DISALLOWED_PREFIX):
             staff_only = templates.message_page(site, origin, "Staff only", "Robots are not welcome.")
             return self._html(site, staff_only)
@@ -160,6 +166,16 @@ class Router:
             if any(section == slug for slug, _ in site.sections) and path != site.list_path(section):
                 return self._redirect(site, 301, site.list_path(section))
         return self._not_found(site)
+
+    def is_busy_page(self, site: Site | HostileSite, path: str) -> bool:
+        """Whether ``path`` is a page of a content site's busy area (whose answer the resource may turn to 429)."""
+        return isinstance(site, Site) and busy_page_number(path) is not None
+
+    def too_busy_reply(self, site: Site, retry_after: int = BUSY_RETRY_AFTER) -> Reply:
+        """The busy area's 429, with the Retry-After a polite crawler waits for."""
+        page = templates.message_page(site, self.origin(site), "429", templates.LABELS[site.language.code]["error"])
+        body = page.encode(site.encoding, "xmlcharrefreplace")
+        return Reply(429, body, f"text/html; charset={site.encoding}", headers=(("Retry-After", str(retry_after)),))
 
     def _slow_page(self, site: Site, origin: str) -> str:
         label = templates.LABELS[site.language.code]["live_title"]

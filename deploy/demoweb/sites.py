@@ -212,6 +212,8 @@ class Site:
 
     def describe(self, port: int) -> dict[str, Any]:
         """The site's entry in the manifest: what a complete crawl of it finds."""
+        from deploy.demoweb.busy import describe_busy  # it builds on this module (and on the templates)
+
         return {
             "ip": self.ip,
             "url": base_url(self.name, port),
@@ -228,6 +230,7 @@ class Site:
             "disallowed": [DISALLOWED_PREFIX, "/_demoweb/"],
             "crawl_delay": self.crawl_delay,
             "calendar": base_url(self.name, port) + calendar_path(self.published(self.articles - 1))[1:],
+            "busy": describe_busy(self, port),  # /busy/: 429 with a Retry-After for a moment (demoweb.busy)
         }
 
 

@@ -7,8 +7,11 @@ import zlib
 from urllib.parse import urldefrag, urljoin, urlparse
 
 import pytest
+from twisted.internet.task import Clock
+from twisted.web.test.requesthelper import DummyRequest
 
-from deploy.demoweb import fetch
+from deploy.demoweb import build_sites, fetch
+from deploy.demoweb.busy import BUSY_PAGES, BUSY_RETRY_AFTER, BUSY_SECONDS, busy_title
 from deploy.demoweb.hostile import (
     BOMB_INFLATED_BYTES,
     BROKEN_TITLE,
@@ -20,7 +23,9 @@ from deploy.demoweb.hostile import (
     PAGES,
     GeneratedBody,
 )
-from deploy.demoweb.router import STATS_PATH
+from deploy.demoweb.resources import DemoResource
+from deploy.demoweb.router import STATS_PATH, Router
+from deploy.procs import wait_for
 from spiders.encoding import decode_html
 
 pytestmark = pytest.mark.integration
@@ -181,3 +186,65 @@ def test_the_servers_request_counter_counts_the_hostile_site(demoweb):
     assert after.get("302", 0) - before.get("302", 0) == 1
     assert after.get("200", 0) - before.get("200", 0) == 2  # a page, and the first stats page (counted after it)
     assert after.get("404", 0) - before.get("404", 0) == 1
+
+
+# --- the busy area of the content sites (/busy/: 429 with a Retry-After for a moment, then 200) -------------------
+def test_busy_area_answers_429_in_its_window_then_200_in_simulated_time():
+    clock = Clock()
+    clock.advance(1000.0)
+    resource = DemoResource(Router(build_sites(10), port=8000, pages=10, seed="s"), clock)
+
+    def status(name, path):
+        request = DummyRequest([])
+        request.path = path.encode()
+        request.requestHeaders.setRawHeaders(b"host", [f"{name}:8000".encode()])
+        body = resource.render(request)
+        assert body, path
+        return request.responseCode, request.responseHeaders.getRawHeaders(b"retry-after")
+
+    news, blog = "news.fleet.test", "blog.fleet.test"
+    clock.advance(5.0)
+    assert status(news, "/busy/") == (200, None)  # the index never is busy, and opens no window
+    assert status(news, "/busy/1.html") == (429, [str(BUSY_RETRY_AFTER).encode()])  # the first page opens it
+    clock.advance(BUSY_SECONDS / 2)
+    assert status(news, "/busy/2.html")[0] == 429
+    assert status(blog, "/busy/2.html")[0] == 429  # every site has its own window, opened by its own first request
+    clock.advance(BUSY_SECONDS / 2)
+    assert status(news, "/busy/2.html") == (200, None)  # the window is over for good
+    assert status(news, f"/busy/{BUSY_PAGES}.html")[0] == 200
+    assert status(news, f"/busy/{BUSY_PAGES + 1}.html")[0] == 404
+    assert status(blog, "/busy/1.html")[0] == 429
+    assert status("hostile.fleet.test", "/busy/1.html")[0] == 404  # content sites only
+    busy = resource.stats()[news]["busy"]
+    assert (busy["first"], busy["until"], busy["retry_after"]) == (1005.0, 1005.0 + BUSY_SECONDS, BUSY_RETRY_AFTER)
+    assert busy["answers"] == [[1005.0, "/busy/", 200], [1005.0, "/busy/1.html", 429],
+                               [1005.0 + BUSY_SECONDS / 2, "/busy/2.html", 429],
+                               [1005.0 + BUSY_SECONDS, "/busy/2.html", 200],
+                               [1005.0 + BUSY_SECONDS, f"/busy/{BUSY_PAGES}.html", 200]]
+
+
+def test_busy_area_pages_link_to_each_other_and_the_manifest_describes_them(demoweb):
+    site = "trap.fleet.test"  # the e2e Retry-After test takes another site whose area nobody touched
+    described = demoweb["manifest"]["sites"][site]["busy"]
+    assert described["retry_after"] == BUSY_RETRY_AFTER and len(described["pages"]) == BUSY_PAGES + 1
+    assert described["url"] == demoweb["urls"][site] + "busy/" == described["pages"][0]
+
+    def get_site(path):
+        return fetch(demoweb["sites"][site], demoweb["port"], site, path)
+
+    status, _, index = get_site("/busy/")
+    assert status == 200 and f"<h1 class=\"page-title\">{busy_title(0)}</h1>" in index.decode()
+    linked = {urljoin(described["url"], href) for href in re.findall(r'href="(/busy/[^"]*)"', index.decode())}
+    assert linked == set(described["pages"][1:])
+    status, headers, _ = get_site("/busy/7.html")
+    assert status == 429 and headers["retry-after"] == str(BUSY_RETRY_AFTER)
+
+    # The window lasts BUSY_SECONDS on the server's clock: ask again until it is over (bounded, never a sleep).
+    wait_for(lambda: get_site("/busy/7.html")[0] == 200, 15, "the busy window to end", interval=0.2)
+    body = get_site("/busy/7.html")[2].decode()
+    assert set(re.findall(r'href="(/busy/[^"]*)"', body)) == {"/busy/", "/busy/6.html", "/busy/8.html"}
+    busy = json.loads(get_site(STATS_PATH)[2])[site]["busy"]
+    assert busy["first"] is not None and busy["until"] == busy["first"] + BUSY_SECONDS
+    sevens = [(when, status) for when, path, status in busy["answers"] if path == "/busy/7.html"]
+    assert sevens[0] == (busy["first"], 429) and sevens[-1][1] == 200
+    assert all(status == (429 if when < busy["until"] else 200) for when, status in sevens)
