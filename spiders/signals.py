@@ -3,3 +3,7 @@
 storage_backlog = object()
 """The MongoDB pipeline's buffer filled up (``full=True``) or drained below half (``full=False``); kwargs: ``full``,
 ``waiting`` (items not yet written). The scheduler stops taking tasks while it is full."""
+
+domain_blocked = object()
+"""A site answered 429/503: its domain is blocked for the cluster; kwargs: ``domain``, ``until`` (this process's
+``time.monotonic()``). The scheduler holds back tasks of the domain it had already leased until then."""

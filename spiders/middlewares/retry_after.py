@@ -35,6 +35,7 @@ from messaging import keys
 from messaging.clients import redis_client
 from messaging.domains import domain_of
 from spiders.dupefilter import crawlfleet_settings
+from spiders.signals import domain_blocked
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +78,15 @@ class RetryAfterMiddleware:
         self.monotonic = monotonic  # for not_before, which the scheduler compares with time.monotonic()
         self.wall_clock = wall_clock  # to read a Retry-After given as an HTTP date
         self.run = run  # runs the blocking Redis call off the reactor
+        self.signals: Any = None  # the crawler's, to tell this process's scheduler at once
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> RetryAfterMiddleware:
         settings = crawlfleet_settings(crawler.settings)
-        return cls(DomainBlocker(redis_client(settings)), settings["CRAWLFLEET_RETRY_AFTER_DEFAULT"],
-                   settings["CRAWLFLEET_RETRY_AFTER_MAX"], settings["CRAWLFLEET_RETRY_AFTER_TIMES"])
+        middleware = cls(DomainBlocker(redis_client(settings)), settings["CRAWLFLEET_RETRY_AFTER_DEFAULT"],
+                         settings["CRAWLFLEET_RETRY_AFTER_MAX"], settings["CRAWLFLEET_RETRY_AFTER_TIMES"])
+        middleware.signals = crawler.signals
+        return middleware
 
     def seconds_for(self, response: Response) -> float:
         """How long the site asks us to wait: its Retry-After, or the default; never more than the maximum."""
@@ -94,6 +98,8 @@ class RetryAfterMiddleware:
             return response
         seconds = self.seconds_for(response)
         domain = domain_of(response.url)
+        if self.signals is not None:  # tasks of the domain this worker leased already wait too
+            self.signals.send_catch_log(domain_blocked, domain=domain, until=self.monotonic() + seconds)
         try:
             await self.run(self.blocker.block, domain, seconds)
         except Exception as exc:  # Redis unreachable: this worker still waits, the others just don't know

@@ -80,6 +80,7 @@ class FleetScheduler:
         self._order = itertools.count()
         self._closing = False
         self._nudge_pending = False
+        self._blocked: dict[str, float] = {}  # domain -> until (monotonic): a 429/503 seen by this process
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> FleetScheduler:
@@ -88,6 +89,7 @@ class FleetScheduler:
         crawler.signals.connect(scheduler._item_lost, signal=signals.item_dropped)
         crawler.signals.connect(scheduler._item_lost, signal=signals.item_error)
         crawler.signals.connect(scheduler._storage_backlog, signal=fleet_signals.storage_backlog)
+        crawler.signals.connect(scheduler._domain_blocked, signal=fleet_signals.domain_blocked)
         return scheduler
 
     # --- Scrapy's scheduler interface -----------------------------------------------------------------------------
@@ -152,8 +154,14 @@ class FleetScheduler:
             return None  # paused: storage is full; the leases wait in memory, renewed, until it drains
         while (lease := self.feed.pop()) is not None:
             request = self.tracker.start(lease)
-            if request is not None:
-                return request
+            if request is None:
+                continue
+            blocked_until = self._blocked.get(lease.domain, 0.0)
+            if blocked_until > time.monotonic():  # leased before the site said 429: it waits with the retries
+                request.meta["not_before"] = blocked_until
+                self._hold(request)
+                continue
+            return request
         return None
 
     def __len__(self) -> int:
@@ -238,6 +246,12 @@ class FleetScheduler:
             self.feed.pause(full)
             if not full:
                 self._nudge()
+
+    def _domain_blocked(self, domain: str, until: float, **_: Any) -> None:
+        self._blocked[domain] = max(until, self._blocked.get(domain, 0.0))
+        now = time.monotonic()
+        for name in [name for name, at in self._blocked.items() if at <= now]:
+            del self._blocked[name]
 
     def _fenced(self) -> None:
         logger.error("this job was retired by the master: closing the spider")
