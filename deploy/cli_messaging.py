@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from messaging import clients
@@ -316,7 +317,7 @@ def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
     for outcome in outcomes:
         counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
         if outcome["status"] not in ("sent", "accepted", "stored"):
-            errors.print(f"request {outcome['number']}: {outcome['status']}: {outcome.get('reason', '')}")
+            errors.print(f"request {outcome['number']}: {outcome['status']}: {escape(outcome.get('reason', ''))}")
     console.print(", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no requests")
 
 

@@ -9,6 +9,7 @@ import time
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from deploy import services as local_services
@@ -82,9 +83,9 @@ def print_status(report: dict) -> None:
         entry = report[name]
         connection = next((str(v) for k, v in entry.items() if k.endswith(("_url", "_uri", "_hosts", "_bootstrap"))),
                           "")
-        health = "[green]healthy[/]" if entry["healthy"] else f"[red]{entry['detail']}[/]"
+        health = "[green]healthy[/]" if entry["healthy"] else f"[red]{escape(str(entry['detail']))}[/]"
         table.add_row(name, health, ",".join(map(str, entry["pids"])), ",".join(map(str, entry["ports"])),
-                      connection)
+                      escape(connection))
     Console().print(table)
 
 
@@ -112,5 +113,5 @@ def settings_command(markdown: bool) -> None:
     for column in ("variable", "value", "from", "what"):
         table.add_column(column, overflow="fold")
     for name, setting in SETTINGS.items():
-        table.add_row(name, str(settings[name]), settings.source(name), setting.doc)
+        table.add_row(*map(escape, (name, str(settings[name]), settings.source(name), setting.doc)))
     Console().print(table)

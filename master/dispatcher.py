@@ -41,8 +41,8 @@ from master.wrr import InterleavedWRR
 from messaging import keys
 from messaging.answers import dead_letter_record
 from messaging.domains import domain_of, domain_of_host, host_problem
-from messaging.settings import Settings
-from messaging.tasks import queue_score
+from messaging.settings import SETTINGS, Settings
+from messaging.tasks import DEFAULT_PRIORITY, queue_score
 
 logger = logging.getLogger(__name__)
 SKIP_MEMORY_SECONDS = 30.0
@@ -51,12 +51,14 @@ RECONCILE_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class DispatchConfig:
-    window_minutes: int = 10
-    headroom: float = 1.2
-    backlog_minutes: float = 2.0
-    initial_rate: float = 60.0
-    batch: int = 1000
-    scan: int = 20000
+    """The dispatch settings (defaults: the settings registry's, messaging/settings.py)."""
+
+    window_minutes: int = SETTINGS["CRAWLFLEET_WEIGHT_WINDOW_MINUTES"].default
+    headroom: float = SETTINGS["CRAWLFLEET_DISPATCH_HEADROOM"].default
+    backlog_minutes: float = SETTINGS["CRAWLFLEET_DISPATCH_BACKLOG_MINUTES"].default
+    initial_rate: float = SETTINGS["CRAWLFLEET_DISPATCH_INITIAL_RATE"].default
+    batch: int = SETTINGS["CRAWLFLEET_DISPATCH_BATCH"].default
+    scan: int = SETTINGS["CRAWLFLEET_DISPATCH_SCAN"].default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchConfig:
@@ -307,7 +309,7 @@ def _placement(task: dict[str, Any]) -> tuple[str, float]:
     except ValueError as exc:  # InvalidDomain, or a URL urlsplit refuses
         raise Unplaceable(f"no usable host in {url[:200]!r}: {exc}") from None
     try:
-        return domain, queue_score(int(task.get("priority", 100)), int(task.get("depth", 0)))
+        return domain, queue_score(int(task.get("priority", DEFAULT_PRIORITY)), int(task.get("depth", 0)))
     except (TypeError, ValueError) as exc:
         raise Unplaceable(f"bad priority or depth: {exc}", "$.priority") from None
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from master.bloom import crawl_namespace, expire_filter
 from messaging import keys
+from messaging.clients import as_text
 from messaging.domains import host_problem
 from messaging.tasks import CrawlFields, CrawlState
 
@@ -94,7 +95,7 @@ class Finisher:
         entries of ``seeds``, and announce the crawls it cleared; returns the crawls whose event was produced now."""
         produced = []
         ready = []
-        candidates = [_text(c) for c in self.redis.srandmember(keys.FINISH_CANDIDATES, CHECK_BATCH) or []]
+        candidates = [as_text(c) for c in self.redis.srandmember(keys.FINISH_CANDIDATES, CHECK_BATCH) or []]
         for crawlid in candidates:
             try:
                 verdict = self._triage(crawlid)
@@ -118,7 +119,7 @@ class Finisher:
 
     def _triage(self, crawlid: str) -> str:
         """What a candidate needs: dropping, waiting, the verification sweep, or (re)sending its event."""
-        state, event = (_text(v) if v is not None else None
+        state, event = (as_text(v) if v is not None else None
                         for v in self.redis.hmget(keys.crawl(crawlid), [CrawlFields.STATE, EVENT_FIELD]))
         if state == CrawlState.FINISHED and event == "pending":
             return _ANNOUNCE  # finished, but the event's sending failed or was cut short
@@ -141,7 +142,7 @@ class Finisher:
             sweep.started = True
             read += max(1, len(entries))
             for member, _score in entries:
-                found = _CRAWLID.search(_text(member))
+                found = _CRAWLID.search(as_text(member))
                 if found:
                     crawlid = _crawlid(found.group(1))
                     if crawlid in sweep.watched:
@@ -182,7 +183,7 @@ class Finisher:
     def _domain_count(self, crawlid: str) -> int:
         # a domain that breaks the host rule can hold no task (no key can be formed for it): an older leader
         # listed it before it failed to land it
-        domains = [d for d in map(_text, self.redis.smembers(keys.crawl_domains(crawlid))) if host_problem(d) is None]
+        domains = [d for d in map(as_text, self.redis.smembers(keys.crawl_domains(crawlid))) if host_problem(d) is None]
         if not domains:
             return 0
         pipe = self.redis.pipeline(transaction=False)
@@ -194,7 +195,7 @@ class Finisher:
         fields = [CrawlFields.USERID, CrawlFields.PAGES, CrawlFields.ITEMS, CrawlFields.CREATED,
                   CrawlFields.FINISHED, CrawlFields.SPIDER_TYPE]
         userid, pages, items, created, finished, spider_type = (
-            _text(v) if v is not None else None for v in self.redis.hmget(keys.crawl(crawlid), fields))
+            as_text(v) if v is not None else None for v in self.redis.hmget(keys.crawl(crawlid), fields))
         finished_at = float(finished) if finished else now
         duration = max(0.0, finished_at - float(created)) if created else None
         return {"event": EVENT, "crawlid": crawlid, "userid": userid or "", "spider_type": spider_type or "",
@@ -210,7 +211,3 @@ def _crawlid(json_text: str) -> str:
         return json.loads(f'"{json_text}"')
     except ValueError:
         return json_text
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

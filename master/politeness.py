@@ -25,21 +25,22 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from master.config_watch import SiteRates
+from master.lua import LUA, PENDING_LUA
 from master.robots_cache import RobotsCache
 from master.staging import run_scripts
 from messaging import keys
+from messaging.clients import as_text
 from messaging.clock import LUA_NOW_MICROSECONDS, RedisClock
 from messaging.domains import domain_of
+from messaging.scripts import lua_source
 from messaging.siteconfig import Rate
 from messaging.tasks import Task
 
 logger = logging.getLogger(__name__)
 
-LUA = Path(__file__).with_name("lua")
 STATS_MODULE = "politeness"
 KEY_TTL_MARGIN = 60.0  # idle throttle windows vanish this long after their last hit could matter
 LEASE_SCORES_MARGIN = 86400.0  # a dead job's lease scores vanish this long after its last lease could end
@@ -87,10 +88,11 @@ class TakeResult:
 
 
 TIMED_SCRIPTS = frozenset({"take", "renew", "requeue", "block"})
+PENDING_SCRIPTS = frozenset({"complete"})  # these take tasks out of a crawl's pending count (lua/pending.lua)
 
 
 def _script(redis: Any, name: str) -> Any:
-    source = (LUA / f"{name}.lua").read_text()
+    source = lua_source(LUA / f"{name}.lua", *([PENDING_LUA] if name in PENDING_SCRIPTS else []))
     return redis.register_script(LUA_NOW_MICROSECONDS + source if name in TIMED_SCRIPTS else source)
 
 
@@ -98,15 +100,12 @@ def _now_arg(now: float | None) -> str:
     return "" if now is None else str(round(now * US))
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 def retry_after_seconds(value: str | bytes | None, now: float, default: float = 60.0) -> float:
     """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
     if value is None:
         return default
-    text = _text(value).strip()
+    text = as_text(value).strip()
     if text.isdigit():
         return float(text)
     try:
@@ -170,7 +169,7 @@ class Politeness:
                 head = self.redis.zrange(keys.queue(self.job, domain), 0, 0)
                 if not head:
                     return TakeResult(Outcome.EMPTY, domain, removed=removed)
-                expected = _text(head[0])
+                expected = as_text(head[0])
                 verdict = self.robots.allowed(Task.decode(expected).url, self.user_agent)
                 if verdict is None:
                     self._count(Outcome.ROBOTS_PENDING)
@@ -197,10 +196,10 @@ class Politeness:
             args=[_now_arg(now), rate.hits, window_us, int(self.lease_seconds * US), expected,
                   int((rate.window + KEY_TTL_MARGIN) * 1000), self._lease_scores_ttl_ms(self.lease_seconds)],
         )
-        status, at, value = _text(reply[0]), int(reply[1]) / US, int(reply[2])
+        status, at, value = as_text(reply[0]), int(reply[1]) / US, int(reply[2])
         if status == "ok":
             self._count(Outcome.TAKEN)
-            return TakeResult(Outcome.TAKEN, domain, at, lease=Lease(domain, _text(reply[3]), value / US))
+            return TakeResult(Outcome.TAKEN, domain, at, lease=Lease(domain, as_text(reply[3]), value / US))
         if status in (Outcome.THROTTLED, Outcome.BLOCKED):
             self._count(status)
         return TakeResult(status, domain, at, wait=value / US)
@@ -297,7 +296,7 @@ class Politeness:
 
     def domains(self) -> list[str]:
         """The domains this job has queues for (maintained by the dispatcher in ``<job>:domains``)."""
-        return sorted(_text(member) for member in self.redis.smembers(keys.job_domains(self.job)))
+        return sorted(as_text(member) for member in self.redis.smembers(keys.job_domains(self.job)))
 
     def _count(self, plugin: str, amount: int = 1) -> None:
         self.counts[plugin] += amount

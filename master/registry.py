@@ -37,8 +37,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from master.lua import LUA, PENDING_LUA
 from messaging import keys
+from messaging.clients import as_text
 from messaging.clock import LUA_NOW_SECONDS, Clock, RedisClock
+from messaging.scripts import lua_source
 from messaging.tasks import Task
 
 RETIRED_KEEP_SECONDS = 7 * 86400  # a retired job id stays fenced this long (job ids are never reused)
@@ -89,16 +92,7 @@ redis.call('ZADD', KEYS[2], string.format('%.6f', now), ARGV[2])
 return 1
 """
 
-# A task left a domain slot (acknowledged or dropped): its crawl has one task less there.
-# KEYS: pending:{d}. ARGV: (crawlid, n)*.
-_DONE = """
-for i = 1, #ARGV, 2 do
-  if redis.call('HINCRBY', KEYS[1], ARGV[i], -tonumber(ARGV[i + 1])) <= 0 then
-    redis.call('HDEL', KEYS[1], ARGV[i])
-  end
-end
-return 1
-"""
+_DONE = lua_source(LUA / "done.lua", PENDING_LUA)
 
 
 class Fenced(RuntimeError):
@@ -119,7 +113,7 @@ class WorkerInfo:
 
     @classmethod
     def from_hash(cls, data: dict[Any, Any]) -> WorkerInfo:
-        text = {_text(k): _text(v) for k, v in data.items()}
+        text = {as_text(k): as_text(v) for k, v in data.items()}
         return cls(job=text["job"], spider_type=text["spider_type"], ip=text.get("ip", ""),
                    host=text.get("host", ""), pid=int(text.get("pid") or 0),
                    started=float(text.get("started") or 0.0))
@@ -178,11 +172,11 @@ class WorkerRegistry:
 
     def expired(self, ttl: float, now: float) -> list[str]:
         """Jobs whose last heartbeat is more than ``ttl`` seconds before ``now``."""
-        return [_text(job) for job in self.redis.zrangebyscore(keys.WORKERS, "-inf", f"({now - ttl!r}")]
+        return [as_text(job) for job in self.redis.zrangebyscore(keys.WORKERS, "-inf", f"({now - ttl!r}")]
 
     def live(self) -> dict[str, float]:
         """Registered (not retired) jobs and their last heartbeat."""
-        return {_text(job): float(score) for job, score in self.redis.zrange(keys.WORKERS, 0, -1, withscores=True)}
+        return {as_text(job): float(score) for job, score in self.redis.zrange(keys.WORKERS, 0, -1, withscores=True)}
 
     def infos(self, jobs: Iterable[str]) -> dict[str, WorkerInfo]:
         """Descriptions of the given jobs (jobs without one are left out)."""
@@ -217,13 +211,13 @@ class WorkerRegistry:
 
     def prune(self, job: str, oldest_minute: int) -> None:
         """Drop per-minute fields older than ``oldest_minute`` (bounded memory)."""
-        stale = [field for field in map(_text, self.redis.hkeys(keys.worker_activity(job)))
+        stale = [field for field in map(as_text, self.redis.hkeys(keys.worker_activity(job)))
                  if field[:1] in ("d", "b") and field[1:].isdigit() and int(field[1:]) < oldest_minute]
         if stale:
             self.redis.hdel(keys.worker_activity(job), *stale)
 
     def retired(self) -> list[str]:
-        return [_text(job) for job in self.redis.zrange(keys.RETIRED_WORKERS, 0, -1)]
+        return [as_text(job) for job in self.redis.zrange(keys.RETIRED_WORKERS, 0, -1)]
 
     def forget(self, job: str, now: float) -> None:
         """After its tasks are back in ``seeds``: drop a retired job's description and activity; prune old fences."""
@@ -281,7 +275,3 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
 
 def _clock_now(clock: Clock | None) -> float | None:
     return clock.now() if clock is not None else None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -18,60 +18,24 @@ pending counts stay at least one per task throughout, so no crawl looks finished
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from typing import Any
 
+from master.lua import LUA, PENDING_LUA
 from master.staging import LeadershipLost, run_scripts
 from messaging import keys
+from messaging.clients import as_text
 from messaging.domains import host_problem
+from messaging.scripts import lua_source
+from messaging.tasks import SEEDS_SCORE_LUA, Task
 
 logger = logging.getLogger(__name__)
 MARKER_TTL = 86400
 
-# KEYS: queue, inflight, lease scores, outbox. Reply: the outbox's tasks.
-_COLLECT = """
-for _, key in ipairs({KEYS[1], KEYS[2]}) do
-  local tasks = redis.call('ZRANGE', key, 0, -1)
-  for i = 1, #tasks, 500 do
-    redis.call('SADD', KEYS[4], unpack(tasks, i, math.min(i + 499, #tasks)))
-  end
-end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-return redis.call('SMEMBERS', KEYS[4])
-"""
-
-# KEYS: seeds, seeds sequence, pending:{seeds}, marker, epoch. ARGV: epoch, ttl, (task, priority, crawlid)*.
-# Reply: tasks added to seeds; -1 when already done.
-_RESEED = """
-if redis.call('GET', KEYS[5]) ~= ARGV[1] then return redis.error_reply('FENCED stale dispatcher epoch') end
-if not redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[2]) then return -1 end
-local n = (#ARGV - 2) / 3
-local last = redis.call('INCRBY', KEYS[2], n)
-local span = 17592186044416
-local added = 0
-for i = 0, n - 1 do
-  local base = 3 + 3 * i
-  local score = (255 - tonumber(ARGV[base + 1])) * span + (last - n + 1 + i) % span
-  if redis.call('ZADD', KEYS[1], 'NX', string.format('%.0f', score), ARGV[base]) == 1 then
-    added = added + 1
-    redis.call('HINCRBY', KEYS[3], ARGV[base + 2], 1)
-  end
-end
-return added
-"""
-
-# KEYS: outbox, pending:{d}. ARGV: (crawlid, n)*. Reply: 1 released, 0 already released.
-_RELEASE = """
-if redis.call('DEL', KEYS[1]) == 0 then return 0 end
-for i = 1, #ARGV, 2 do
-  if redis.call('HINCRBY', KEYS[2], ARGV[i], -tonumber(ARGV[i + 1])) <= 0 then
-    redis.call('HDEL', KEYS[2], ARGV[i])
-  end
-end
-return 1
-"""
+_COLLECT = lua_source(LUA / "retired_collect.lua")
+_RESEED = SEEDS_SCORE_LUA + lua_source(LUA / "retired_reseed.lua")
+_RELEASE = lua_source(LUA / "retired_release.lua", PENDING_LUA)
 
 
 class Requeuer:
@@ -88,7 +52,7 @@ class Requeuer:
         """Move every queued and leased task of the (retired) job back into ``seeds``; returns how many."""
         from redis.exceptions import ResponseError
 
-        domains = sorted(_text(d) for d in self.redis.smembers(keys.job_domains(job)))
+        domains = sorted(as_text(d) for d in self.redis.smembers(keys.job_domains(job)))
         # An older leader may have listed a domain that breaks the host rule before failing to land it: no queue
         # can exist under it (its key cannot be formed), so there is nothing to requeue.
         unkeyable = [domain for domain in domains if host_problem(domain) is not None]
@@ -100,14 +64,14 @@ class Requeuer:
                              keys.requeue_outbox(job, d)], []) for d in domains])
         moved = 0
         for domain, raw_tasks in zip(domains, collected, strict=True):
-            tasks = [_text(t) for t in raw_tasks]
+            tasks = [as_text(t) for t in raw_tasks]
             if tasks:
                 per_crawl: dict[str, int] = defaultdict(int)
                 args: list[Any] = [self.epoch, MARKER_TTL]
                 for member in tasks:
-                    task = json.loads(member)
-                    per_crawl[task["crawlid"]] += 1
-                    args += [member, int(task.get("priority", 100)), task["crawlid"]]
+                    task = Task.decode(member)
+                    per_crawl[task.crawlid] += 1
+                    args += [member, task.priority, task.crawlid]
                 marker = keys.requeue_marker(job, domain)
                 try:
                     added = int(self._reseed(keys=[keys.SEEDS, keys.SEEDS_SEQUENCE, keys.PENDING_SEEDS, marker,
@@ -138,7 +102,3 @@ class Requeuer:
         for job in retired:
             pipe.exists(keys.job_domains(job))
         return [job for job, exists in zip(retired, pipe.execute(), strict=True) if exists]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -39,8 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from master.lua import LUA, PENDING_LUA
 from messaging import keys
+from messaging.clients import as_text
 from messaging.domains import host_problem
+from messaging.scripts import lua_source
 
 MARKER_TTL = 86400
 DEAD_LETTER_CAP = 10_000  # records kept in the dead-letter list (and at most waiting in its outbox)
@@ -89,63 +92,8 @@ redis.call('SET', KEYS[1], 'revoked', 'NX', 'EX', ARGV[1])
 return redis.call('GET', KEYS[1])
 """
 
-# KEYS: seeds, staging hash, pending:{seeds}, finish candidates, staging epochs, then per spider type its
-# dispatched-minute hash and its dispatched-per-job hash.
-# ARGV: batch, epoch, minute, returned count r, (task, score)*r, crawl count c, (crawlid, n)*c, (type index, job, n)*.
-_SETTLE = """
-if redis.call('HDEL', KEYS[2], ARGV[1]) == 0 then return 0 end
-local i = 5
-for _ = 1, tonumber(ARGV[4]) do
-  redis.call('ZADD', KEYS[1], 'NX', ARGV[i + 1], ARGV[i])
-  i = i + 2
-end
-local crawls = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, crawls do
-  if redis.call('HINCRBY', KEYS[3], ARGV[i], -tonumber(ARGV[i + 1])) <= 0 then
-    redis.call('HDEL', KEYS[3], ARGV[i])
-    redis.call('SADD', KEYS[4], ARGV[i])
-  end
-  i = i + 2
-end
-while i <= #ARGV do
-  local t = 4 + 2 * tonumber(ARGV[i])
-  redis.call('HINCRBY', KEYS[t], ARGV[3], tonumber(ARGV[i + 2]))
-  redis.call('HINCRBY', KEYS[t + 1], ARGV[3] .. ':' .. ARGV[i + 1], tonumber(ARGV[i + 2]))
-  i = i + 3
-end
-if redis.call('HLEN', KEYS[2]) == 0 then redis.call('SREM', KEYS[5], ARGV[2]) end
-return 1
-"""
-
-
-# KEYS: seeds, epoch, pending:{seeds}, finish candidates, dead letters, dead-letter counts, dead-letter outbox.
-# ARGV: epoch, cap, (task, crawlid, record)*. Reply: tasks moved (those still in seeds).
-_DEAD_LETTER = """
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return redis.error_reply('FENCED stale dispatcher epoch') end
-local cap = tonumber(ARGV[2])
-local moved = 0
-for i = 3, #ARGV, 3 do
-  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
-    moved = moved + 1
-    local crawl = ARGV[i + 1]
-    if crawl ~= '' then
-      if redis.call('HINCRBY', KEYS[3], crawl, -1) <= 0 then
-        redis.call('HDEL', KEYS[3], crawl)
-        redis.call('SADD', KEYS[4], crawl)
-      end
-      redis.call('HINCRBY', KEYS[6], crawl, 1)
-    end
-    redis.call('LPUSH', KEYS[5], ARGV[i + 2])
-    redis.call('RPUSH', KEYS[7], ARGV[i + 2])
-  end
-end
-if moved > 0 then
-  redis.call('LTRIM', KEYS[5], 0, cap - 1)
-  redis.call('LTRIM', KEYS[7], -cap, -1)
-end
-return moved
-"""
+_SETTLE = lua_source(LUA / "settle.lua", PENDING_LUA)
+_DEAD_LETTER = lua_source(LUA / "dead_letter.lua", PENDING_LUA)
 
 
 class LeadershipLost(RuntimeError):
@@ -344,7 +292,7 @@ class Staging:
                 domains = [d for d in dict.fromkeys(s.domain for s in staged) if host_problem(d) is None]
                 decisions = run_scripts(self.redis, [
                     (self._revoke, [keys.dispatch_landed(domain, batch)], [MARKER_TTL]) for domain in domains])
-                landed = {domain: _text(decision) == "landed" for domain, decision in zip(domains, decisions,
+                landed = {domain: as_text(decision) == "landed" for domain, decision in zip(domains, decisions,
                                                                                           strict=True)}
                 landed.update((s.domain, False) for s in staged if s.domain not in landed)
                 if self.settle(batch, staged, landed, minute, epoch=epoch):
@@ -392,8 +340,3 @@ def send_dead_letters(redis: Any, send: Callable[[list[dict[str, Any]]], None], 
 
 def _parse(blob: Any) -> list[Staged]:
     return [Staged(member, str(score), job, domain) for member, score, job, domain in json.loads(blob)]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-

@@ -14,6 +14,13 @@ from kafka.serializer import Serializer
 from messaging.settings import Settings, load
 
 
+def as_text(value: Any) -> str:
+    """A Redis reply (or ZooKeeper data) as ``str``: bytes decoded as UTF-8, anything else through ``str``. The one
+    place that does it: the clients return bytes (``decode_responses`` is off, Lua scripts and the raw BITFIELD
+    reader want bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _settings(settings: Settings | None) -> Settings:
     return settings if settings is not None else load()
 

@@ -16,19 +16,24 @@ from typing import Any
 
 from messaging import keys
 from messaging.domains import domain_of
+from messaging.scripts import LUA, lua_constants, lua_source
 
 MIN_PRIORITY = 0
 MAX_PRIORITY = 255
 DEFAULT_PRIORITY = 100
 # Arrival numbers below 2**44 keep every score an exact integer in a double (255 * 2**44 < 2**53).
-_ARRIVAL_SPAN = 2**44
+ARRIVAL_SPAN = 2**44
+# The seeds score is computed in Lua only (messaging/lua/seeds_score.lua): prepend this to a script that uses it.
+SEEDS_SCORE_LUA = lua_source(LUA / "seeds_score.lua",
+                             prefix=lua_constants(MAX_PRIORITY=MAX_PRIORITY, ARRIVAL_SPAN=ARRIVAL_SPAN))
 
 
-def seeds_score(priority: int, arrival: int) -> float:
-    """Score in ``seeds``: higher priority first, then first in first out."""
+def check_priority(priority: int) -> int:
+    """The priority, or ValueError when it is outside ``MIN_PRIORITY..MAX_PRIORITY`` (its seeds score would not
+    sort)."""
     if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
         raise ValueError(f"priority {priority} outside {MIN_PRIORITY}..{MAX_PRIORITY}")
-    return float((MAX_PRIORITY - priority) * _ARRIVAL_SPAN + arrival % _ARRIVAL_SPAN)
+    return priority
 
 
 def queue_score(priority: int, depth: int = 0) -> float:
@@ -70,7 +75,7 @@ class Task:
                     meta=meta or {})
 
 
-# Fields of the ``crawl:<crawlid>`` hash (ARCHITECTURE.md: rule, spider type, user, limits, state, counts).
+# Fields of the ``crawl:<crawlid>`` hash (docs/architecture.md: rule, spider type, user, limits, state, counts).
 class CrawlFields:
     RULE = "rule"  # JSON of the crawl's rule
     SPIDER_TYPE = "spider_type"
@@ -94,28 +99,7 @@ class CrawlState:
     FINISHED = "finished"
 
 
-# KEYS: seeds, seeds sequence, per-crawl pending counts, then (when guarded) one guard key per task — all in the
-# hash slot of ``seeds``. ARGV: guard TTL, then (member, priority, crawlid) per task.
-# Per task: 1 new in seeds, 0 already there, -1 its guard key was set already (a redelivered request).
-# Scores are formatted with %.0f: Lua's default number format keeps only 14 digits.
-PUSH_SEEDS_LUA = """
-local n = (#ARGV - 1) / 3
-local guarded = #KEYS > 3
-local last = redis.call('INCRBY', KEYS[2], n)
-local span = 17592186044416
-local out = {}
-for i = 0, n - 1 do
-  local code = -1
-  if not guarded or redis.call('SET', KEYS[4 + i], '1', 'NX', 'EX', ARGV[1]) then
-    local arrival = (last - n + 1 + i) % span
-    local score = (255 - tonumber(ARGV[3 * i + 3])) * span + arrival
-    code = redis.call('ZADD', KEYS[1], 'NX', string.format('%.0f', score), ARGV[3 * i + 2])
-    if code == 1 then redis.call('HINCRBY', KEYS[3], ARGV[3 * i + 4], 1) end
-  end
-  out[#out + 1] = code
-end
-return out
-"""
+PUSH_SEEDS_LUA = SEEDS_SCORE_LUA + (LUA / "push_seeds.lua").read_text()
 _push_script: Any = None
 
 
@@ -133,7 +117,7 @@ def push_seeds_call(tasks: list[Task], guards: list[str] | None = None,
         raise ValueError("guard keys need a positive TTL")
     args: list[Any] = [guard_ttl]
     for task in tasks:
-        seeds_score(task.priority, 0)  # refuse an out-of-range priority before anything is written
+        check_priority(task.priority)  # refuse an out-of-range priority before anything is written
         args += [task.encode(), task.priority, task.crawlid]
     return [keys.SEEDS, keys.SEEDS_SEQUENCE, keys.PENDING_SEEDS, *(guards or [])], args
 

@@ -9,7 +9,9 @@ Every worker of the cluster shares the filter in Redis (:mod:`master.bloom`). Sc
 - ``global``: one filter (CRAWLFLEET_BLOOM_CAPACITY) for every crawl.
 
 A request is identified by :func:`master.bloom.fingerprint.request_fingerprint` (its canonical URL for a body-less
-GET). Scrapy's scheduler calls :meth:`BloomDupeFilter.request_seen` per request; the project's scheduler calls
+GET), the fingerprint every worker and its committer (``spiders.worker.commit``) mark in the shared filter, whatever
+the Scrapy settings: Scrapy's ``REQUEST_FINGERPRINTER_CLASS`` is not used here (setting it logs a warning at start).
+Scrapy's scheduler calls :meth:`BloomDupeFilter.request_seen` per request; the project's scheduler calls
 :meth:`BloomDupeFilter.seen_batch` (or :meth:`filter_new`) once per response with all the links it extracted: one
 Redis round trip for the batch. Counted in the crawler's stats (``dupefilter/new``, ``dupefilter/duplicate``,
 ``dupefilter/filtered``) and in the project counters (``Stats(redis, "crawler")``: ``dupefilter:new``,
@@ -39,6 +41,9 @@ from messaging.stats import Stats
 logger = logging.getLogger(__name__)
 GLOBAL = "global"
 OPEN_FILTERS = 256  # per-crawl filters kept open in one process (reopening one costs two round trips)
+IGNORED_FINGERPRINTER = (
+    "REQUEST_FINGERPRINTER_CLASS is set (%s) but the cluster's dupefilter ignores it: every worker identifies a "
+    "request by master.bloom.fingerprint.request_fingerprint (its canonical URL), so that all agree on what was seen")
 
 
 def crawlfleet_settings(scrapy_settings: Any = None) -> Settings:
@@ -77,6 +82,8 @@ class BloomDupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> BloomDupeFilter:
+        if crawler.settings.getpriority("REQUEST_FINGERPRINTER_CLASS") not in (None, 0):  # above Scrapy's default
+            logger.warning(IGNORED_FINGERPRINTER, crawler.settings.get("REQUEST_FINGERPRINTER_CLASS"))
         settings = crawlfleet_settings(crawler.settings)
         redis = clients.redis_client(settings)
         return cls(redis, settings, stats=crawler.stats, counters=Stats(redis, "crawler"),

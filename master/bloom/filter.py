@@ -35,6 +35,7 @@ from master.bloom import sizing
 from master.bloom.direct import DirectPath
 from master.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
 from messaging import keys
+from messaging.clients import as_text
 
 log = logging.getLogger(__name__)
 LUA = Path(__file__).with_name("lua")
@@ -311,7 +312,7 @@ class BloomFilter:
         """Every Redis key of the filter (spec, shard metas, parts)."""
         out = [keys.bloom_meta(self.namespace)]
         for meta in self._meta:
-            out.extend(_text(key) for key in self._scripts.admin(keys=[meta], args=["keys"]))
+            out.extend(as_text(key) for key in self._scripts.admin(keys=[meta], args=["keys"]))
         return out
 
     def delete(self) -> None:
@@ -345,7 +346,3 @@ class BloomFilter:
                 miss *= 1.0 - sizing.false_positive_rate(load, layer["m"], layer["k"], layer["h"])
             rates.append(1.0 - miss)
         return float(np.mean(rates))
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -171,9 +171,10 @@ class Window:
                 raw = 0  # the leading u1 BITFIELDs are read straight from the socket, the rest by redis-py
                 while raw < len(indexes) and self.sizes[indexes[raw]] is not None:
                     raw += 1
-                if raw and _raw_ready(connection):
-                    sizes = [self.sizes[i] for i in indexes[:raw]]
-                    replies_read = read_bit_replies(connection._sock, sizes, connection._parser._reader)
+                channel = raw_channel(connection) if raw else None
+                if channel is not None:
+                    sock, reader = channel
+                    replies_read = read_bit_replies(sock, [self.sizes[i] for i in indexes[:raw]], reader)
                     for i, reply in zip(indexes, replies_read, strict=False):
                         replies[i] = reply
                     indexes = indexes[raw:]
@@ -263,17 +264,28 @@ class QuietLine:
 def _widened(connection: Any) -> Any:
     """The connection with a send buffer of :data:`SEND_BUFFER`: a write then returns at once, while Redis works,
     instead of waiting for it to read most of the chunk (TCP starts a socket at 16 kB)."""
-    sock = getattr(connection, "_sock", None)
+    sock = _internals(connection)[0]
     if sock is not None and sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) < SEND_BUFFER:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
     return connection
 
 
-def _raw_ready(connection: Any) -> bool:
-    """Whether the socket can be read directly: hiredis's reader holds no byte of ours (it never does between
-    complete replies; the check keeps the raw reader off any other parser)."""
-    reader = getattr(getattr(connection, "_parser", None), "_reader", None)
-    return getattr(connection, "_sock", None) is not None and hasattr(reader, "has_data") and not reader.has_data()
+def _internals(connection: Any) -> tuple[Any, Any]:
+    """The one place that reads redis-py's private attributes: a connection's socket (``_sock``) and its hiredis
+    reader (``_parser._reader``), each ``None`` where this redis-py version has no such thing. pyproject pins the
+    redis-py versions this is tested with (``tests/unit/test_bloom_resp.py`` and ``tests/integration/test_bloom.py``
+    check both names on a real connection)."""
+    return getattr(connection, "_sock", None), getattr(getattr(connection, "_parser", None), "_reader", None)
+
+
+def raw_channel(connection: Any) -> tuple[Any, Any] | None:
+    """``(socket, hiredis reader)`` when the connection's socket can be read directly, else ``None``: the caller then
+    reads through redis-py's public ``read_response``. Direct reading needs the hiredis reader to hold no byte of
+    ours (it never does between complete replies; the check keeps the raw reader off any other parser)."""
+    sock, reader = _internals(connection)
+    if sock is None or not (hasattr(reader, "has_data") and hasattr(reader, "feed")) or reader.has_data():
+        return None
+    return sock, reader
 
 
 def read_bit_replies(sock: Any, sizes: Sequence[int], reader: Any = None) -> list[Any]:

@@ -1,5 +1,5 @@
 -- Complete leased tasks of one domain: acknowledge each lease and take the task out of its crawl's pending count
--- of the domain, in one atomic step (ARCHITECTURE.md, "complete"). A crash can therefore never leave a task
+-- of the domain, in one atomic step (docs/architecture.md, "complete"). A crash can therefore never leave a task
 -- acknowledged but still counted as pending, which would keep its crawl from ever finishing. A lease that is no
 -- longer held (expired and requeued, purged by a stop, or moved back to seeds because the job was retired) is
 -- refused and changes nothing: whoever holds the task now completes it.
@@ -11,9 +11,7 @@ local done = {}
 for i = 1, #ARGV, 2 do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
     redis.call('HDEL', KEYS[2], ARGV[i])
-    if redis.call('HINCRBY', KEYS[3], ARGV[i + 1], -1) <= 0 then
-      redis.call('HDEL', KEYS[3], ARGV[i + 1])
-    end
+    pending_sub(KEYS[3], ARGV[i + 1], 1)
     done[#done + 1] = ARGV[i]
   end
 end

@@ -14,12 +14,10 @@ Back-pressure: while ``seeds`` holds more than CRAWLFLEET_SEEDS_HIGH_WATER tasks
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
 from typing import Any
 
 from kafka import ConsumerRebalanceListener
@@ -29,6 +27,7 @@ from messaging import clients, keys
 from messaging.answers import answer_for, failed_record
 from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
+from messaging.plugins import load_plugins
 from messaging.service import run_service
 from messaging.settings import Settings
 from messaging.stats import Stats
@@ -38,23 +37,6 @@ MODULE = "kafka-monitor"
 RETRY_PAUSE = 2.0
 WATER_CHECK_INTERVAL = 0.5
 logger = logging.getLogger("crawlfleet.kafka_monitor")
-
-
-def load_plugins(paths: Iterable[str] | str) -> list[Any]:
-    """Instantiate plugin classes from dotted paths (``package.module.Class``), in order."""
-    if isinstance(paths, str):
-        paths = [path.strip() for path in paths.split(",") if path.strip()]
-    plugins = []
-    for path in paths:
-        module_name, _, class_name = path.rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ValueError(f"cannot load plugin {path!r}: {exc}") from exc
-        plugins.append(cls())
-    if not plugins:
-        raise ValueError("the plugin chain is empty")
-    return plugins
 
 
 def topic_partitions(settings: Settings) -> dict[str, int]:

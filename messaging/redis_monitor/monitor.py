@@ -1,12 +1,13 @@
 """The Redis monitor's loop: find request keys, lock each, answer it on Kafka, then delete it.
 
-Several monitors may run: a key is handled by the one that sets its lock (``SET lock:<key> <token> NX EX``,
-CRAWLFLEET_MONITOR_LOCK_TTL). The answer is produced and acknowledged by Kafka before the request key is deleted,
-so a monitor that dies mid-way leaves the key for another one once the lock expires (the client may then get the
-answer twice; it takes the first). A plugin that raises produces an ``error`` answer with the reason, and the
-request is done: a client can retry, and a request that can never succeed does not loop forever. While Redis or
-Kafka is away the loop keeps trying every CRAWLFLEET_REDIS_MONITOR_INTERVAL, and :class:`OutageLog` says so once
-when it starts, every OUTAGE_REPORT_SECONDS while it lasts, and once when it is over.
+Several monitors may run: a key is handled by the one that takes its lock (``lock:<key>``, redis-py's ``Lock``,
+CRAWLFLEET_MONITOR_LOCK_TTL), renewed while its plugin runs (:mod:`messaging.redis_monitor.lease`). The answer is
+produced and acknowledged by Kafka before the request key is deleted, so a monitor that dies mid-way leaves the key
+for another one once the lock expires (the client may then get the answer twice; it takes the first). A plugin that
+raises produces an ``error`` answer with the reason, and the request is done: a client can retry, and a request that
+can never succeed does not loop forever. While Redis or Kafka is away the loop keeps trying every
+CRAWLFLEET_REDIS_MONITOR_INTERVAL, and :class:`OutageLog` says so once when it starts, every OUTAGE_REPORT_SECONDS
+while it lasts, and once when it is over.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 from messaging import clients, keys
 from messaging.answers import ERROR, OK, answer
 from messaging.clock import Clock, SystemClock
-from messaging.kafka_monitor.monitor import load_plugins
+from messaging.plugins import load_plugins
+from messaging.redis_monitor.lease import RenewedLock
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.service import run_service
 from messaging.settings import Settings
@@ -30,13 +32,6 @@ MODULE = "redis-monitor"
 SCAN_COUNT = 1000
 OUTAGE_REPORT_SECONDS = 30.0  # while Redis or Kafka stays away, one log line this often
 logger = logging.getLogger("crawlfleet.redis_monitor")
-
-# KEYS[1]: the lock. ARGV[1]: our token. Deletes the lock only while it is still ours.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
 
 class OutageLog:
     """Log a dependency's outage by its changes of state, never once per failed attempt.
@@ -86,7 +81,6 @@ class RedisMonitor:
         self.stats = Stats(self.redis, MODULE)
         self.context = Context(self.redis, settings)
         self.token = uuidlib.uuid4().hex
-        self._release = self.redis.register_script(_RELEASE)
         self._stop = threading.Event()
         self.outage = OutageLog(logger, "redis-monitor: a pass over the request keys (Redis or Kafka)", clock=clock)
 
@@ -127,10 +121,9 @@ class RedisMonitor:
         return handled
 
     def handle_key(self, plugin: Plugin, key: str) -> int:
-        lock = keys.monitor_lock(key)
-        if not self.redis.set(lock, self.token, nx=True, ex=self.settings.monitor_lock_ttl):
-            return 0  # another monitor has it
-        try:
+        with RenewedLock(self.redis, keys.monitor_lock(key), self.settings.monitor_lock_ttl, self.token) as held:
+            if not held:
+                return 0  # another monitor has it
             raw = self.redis.get(key)
             if raw is None:
                 return 0  # answered and deleted by another monitor between our SCAN and our lock
@@ -147,8 +140,6 @@ class RedisMonitor:
                 self.stats.incr("errors")
             logger.info("redis-monitor: %s answered %s (%s)", plugin.name, key, result["status"])
             return 1
-        finally:
-            self._release(keys=[lock], args=[self.token])
 
     def _answer(self, plugin: Plugin, key: str, request: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from messaging import keys
+from messaging.clients import as_text
 from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class CrawlInfo:
 
     @classmethod
     def from_hash(cls, crawlid: str, data: dict[Any, Any], loaded_at: float) -> CrawlInfo:
-        text = {_text(k): _text(v) for k, v in data.items()}
+        text = {as_text(k): as_text(v) for k, v in data.items()}
         return cls(
             crawlid=crawlid,
             spider_type=text.get(CrawlFields.SPIDER_TYPE, ""),
@@ -122,7 +123,3 @@ def _json_object(raw: str | None, crawlid: str, what: str) -> dict[str, Any]:
         logger.error("crawl %s: unreadable %s in Redis", crawlid, what)
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -138,6 +138,25 @@ def test_raw_bitfield_replies_keep_errors_and_the_connection_in_step(cf):
     assert redis.ping() and redis.getbit("bits", 1_000_000) == 1  # the pooled connection is still in step
 
 
+def test_the_private_channel_is_found_on_redis_py_and_its_absence_falls_back(cf, monkeypatch):
+    """master.bloom.resp's one shim over redis-py's private socket and parser: present on the pinned redis-py (the
+    raw reader is used), and where a redis-py version lacks them the replies are read through the public path."""
+    redis = cf.redis()
+    redis.ping()
+    connection = redis.connection_pool.get_connection()
+    try:
+        sock, reader = resp.raw_channel(connection)
+        assert sock.fileno() >= 0 and not reader.has_data()
+    finally:
+        redis.connection_pool.release(connection)
+    monkeypatch.setattr(resp, "_internals", lambda connection: (None, None))
+    window = resp.Window(redis)
+    window.send([("bits2", resp.pack_bitfield("bits2", b"SET", np.array([4, 9], dtype=np.uint64), b"1"))], [2])
+    window.send([("bits2", resp.pack_bitfield("bits2", b"GET", np.array([4, 5], dtype=np.uint64)))], [2])
+    assert window.collect() == [[0, 0], [1, 0]]  # redis-py's lists of ints, not the raw reader's arrays
+    assert redis.ping()
+
+
 def test_raw_bitfield_replies_are_checked_byte_for_byte(cf):
     redis = cf.redis()
     window = resp.Window(redis)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
 
+from deploy.procs import wait_for
 from messaging import clients, keys
 from messaging.answers import AnswerWaiter
 from messaging.kafka_monitor.monitor import topic_partitions
 from messaging.redis_monitor.monitor import RedisMonitor
 from messaging.redis_monitor.plugins import Plugin
+from messaging.settings import load
 from messaging.siteconfig import SitePaths, read_site
 from messaging.stats import Stats
 from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds, queue_score
@@ -178,3 +182,53 @@ def test_a_failing_plugin_answers_with_an_error(cf, monitor):
                  {"action": "info", "userid": "alice", "crawlid": "x", "uuid": "e-1"})
     assert answer["status"] == "error" and "the disk is on fire" in answer["reason"]
     assert Stats(running.redis, "redis-monitor").value("errors", "lifetime") == 1
+
+
+def test_a_plugin_running_past_the_lock_ttl_keeps_its_key(cf):
+    """The lock is renewed while the plugin runs: after three TTLs another monitor still cannot take the key."""
+    clients.ensure_topics(cf.settings, topic_partitions(cf.settings))
+    ttl = 1
+    settings = load(cf.with_env(CRAWLFLEET_MONITOR_LOCK_TTL=str(ttl)))
+    started, finish = threading.Event(), threading.Event()
+
+    class Slow(Plugin):
+        name, kind, pattern = "slow", "info", keys.INFO_REQUESTS
+
+        def handle(self, key: str, request: dict[str, Any], context: Any) -> dict[str, Any]:
+            started.set()
+            assert finish.wait(30), "the test never let the plugin finish"
+            return {"slow": True}
+
+    class Quick(Slow):
+        def handle(self, key: str, request: dict[str, Any], context: Any) -> dict[str, Any]:
+            return {"quick": True}
+
+    first = RedisMonitor(settings, redis=cf.redis(), plugins=[Slow()])
+    second = RedisMonitor(settings, redis=cf.redis(), plugins=[Quick()])
+    key = keys.info_request("alice", "x", "slow-1")
+    lock = keys.monitor_lock(key)
+    handled: list[int] = []
+    worker = threading.Thread(target=lambda: handled.append(first.run_once()))
+    try:
+        first.connect()
+        second.connect()
+        with AnswerWaiter(cf.settings) as waiter:
+            leave_request(first.redis, key, {"action": "info", "userid": "alice", "crawlid": "x", "uuid": "slow-1"})
+            worker.start()
+            assert started.wait(20), "the plugin never started"
+            began = time.monotonic()
+            wait_for(lambda: time.monotonic() - began > 3 * ttl and first.redis.exists(lock), 10 * ttl,
+                     "three lock TTLs to pass while the plugin runs")
+            assert first.redis.get(lock) == first.token.encode(), "the lock is still the first monitor's"
+            assert second.run_once() == 0, "another monitor took a request whose plugin still runs"
+            finish.set()
+            worker.join(30)
+            assert handled == [1]
+            assert waiter.wait(["slow-1"], 20)["slow-1"]["slow"] is True
+        assert not first.redis.exists(key) and not first.redis.exists(lock)
+    finally:
+        finish.set()
+        if worker.is_alive():
+            worker.join(30)
+        first.close()
+        second.close()

@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from messaging import keys
+from messaging.clients import as_text
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.tasks import CrawlFields
@@ -25,9 +26,6 @@ _COUNT_NAMES = {SEEDS: "pending", QUEUE: "queued", INFLIGHT: "leased"}
 DEAD_LETTER_SAMPLES = 5  # latest dead letters of the crawl shown in the answer
 DEAD_LETTER_LOOKBACK = 1000  # records of the dead-letter list searched for them
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def crawl_info(redis: Any, crawlid: str) -> dict[str, Any]:
@@ -74,7 +72,7 @@ class InfoPlugin(Plugin):
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         crawlid = request["crawlid"]
-        raw = {_text(field): _text(value) for field, value in context.redis.hgetall(keys.crawl(crawlid)).items()}
+        raw = {as_text(field): as_text(value) for field, value in context.redis.hgetall(keys.crawl(crawlid)).items()}
         answer: dict[str, Any] = {"crawlid": crawlid, "exists": bool(raw), "state": raw.get(CrawlFields.STATE),
                                   "spider_type": raw.get(CrawlFields.SPIDER_TYPE), "url": raw.get(CrawlFields.URL),
                                   "owner": raw.get(CrawlFields.USERID)}

@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from messaging import keys
+from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.stats import RollingCounter, StepCounter
@@ -21,23 +22,20 @@ MODULES = ("kafka-monitor", "redis-monitor", "crawler", "master")
 SCAN_COUNT = 1000
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 def module_stats(redis: Any, module: str) -> dict[str, Any]:
     counters: dict[str, dict[str, int]] = defaultdict(dict)
     alive: dict[str, Any] = {}
     now = RedisClock(redis).now()
     for raw in redis.scan_iter(match=keys.stats_pattern(module), count=SCAN_COUNT):
-        key = _text(raw)
+        key = as_text(raw)
         parsed = keys.parse_stats_key(key)
         if parsed.module != module:
             continue
         if parsed.ip:
             host = redis.get(key)
             if host is not None:
-                alive[parsed.ip] = {"host": _text(host), "expires_in": max(0, int(redis.ttl(key)))}
+                alive[parsed.ip] = {"host": as_text(host), "expires_in": max(0, int(redis.ttl(key)))}
         elif parsed.window == "lifetime":
             counters[parsed.plugin]["lifetime"] = int(redis.get(key) or 0)
         elif parsed.window.startswith("step"):
@@ -84,7 +82,7 @@ def modules_present(redis: Any) -> list[str]:
     found = set(MODULES)
     for raw in redis.scan_iter(match=keys.stats_pattern(), count=SCAN_COUNT):
         try:
-            found.add(keys.parse_stats_key(_text(raw)).module)
+            found.add(keys.parse_stats_key(as_text(raw)).module)
         except ValueError:
             continue
     return [*MODULES, *sorted(found - set(MODULES))]
