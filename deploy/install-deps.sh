@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages crawlfleet's local services need: redis-server, zookeeper, a JRE (and python3-venv for the
-# system Python). Installs only what is missing, so a second run is a few stat calls.
+# system Python), plus Debian's chromium and its matching chromium-driver for the manager's browser tests (never a
+# downloaded browser). Installs only what is missing, so a second run is a few stat calls.
 set -euo pipefail
 
 missing=()
@@ -9,6 +10,8 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

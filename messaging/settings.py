@@ -294,6 +294,38 @@ define("CRAWLFLEET_MONGO_BUFFER", 2000,
        "Items a worker holds while MongoDB is slow or unreachable; when full the worker stops taking tasks "
        "(back-pressure) and renews its leases until the items are written.", group="worker", parse=int)
 
+# --- manager: the scrapyd-compatible HTTP manager of a worker host (manager/) ----------------------------------
+define("CRAWLFLEET_MANAGER_BIND", "127.0.0.1",
+       "Address the manager listens on. Any address but loopback requires CRAWLFLEET_MANAGER_AUTH (the manager "
+       "refuses to start without it).", group="manager")
+define("CRAWLFLEET_MANAGER_PORT", 6800, "Port of the manager's API and pages (scrapyd's port).", group="manager",
+       parse=int)
+define("CRAWLFLEET_MANAGER_AUTH", "",
+       "HTTP basic authentication of the manager, ``user:password`` (as scrapyd's username/password; scrapyd "
+       "clients send it). Empty: none, allowed on a loopback bind only.", group="manager")
+define("CRAWLFLEET_MANAGER_URL", "",
+       "URL other managers and their pages use to reach this one (default: http://<bind address>:<port>, the "
+       "host name when bound to every address).", group="manager")
+define("CRAWLFLEET_MANAGER_MAX_PROC", 0,
+       "Spider processes the manager runs at once (scrapyd's max_proc); 0: 4 per CPU.", group="manager", parse=int)
+define("CRAWLFLEET_MANAGER_FINISHED_TO_KEEP", 100, "Finished jobs kept in the manager's history.",
+       group="manager", parse=int)
+define("CRAWLFLEET_MANAGER_LOGS", "",
+       "Directory of the spider processes' logs, ``<project>/<spider>/<job>.log`` (default: "
+       "$CRAWLFLEET_RUN_DIR/manager/logs).", group="manager")
+define("CRAWLFLEET_MANAGER_DBS", "",
+       "Directory of the manager's SQLite databases: pending queue and job history, kept across restarts "
+       "(default: $CRAWLFLEET_RUN_DIR/manager/dbs).", group="manager")
+define("CRAWLFLEET_MANAGER_POLL_INTERVAL", 1.0, "Seconds between two looks at the pending queue.",
+       group="manager", parse=float)
+define("CRAWLFLEET_MANAGER_KILL_TIMEOUT", 30.0,
+       "Seconds a cancelled spider has to finish (SIGTERM: commit, leave the registry, hand its tasks back) "
+       "before it is killed (SIGKILL).", group="manager", parse=float)
+define("CRAWLFLEET_MANAGER_PROJECT_DIR", "",
+       "Working directory of the spider processes (the Scrapy project, with scrapy.cfg); default: the manager's.",
+       group="manager")
+
+
 
 class Settings(Mapping[str, Any]):
     """Resolved settings: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``."""

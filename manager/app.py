@@ -1,0 +1,186 @@
+"""The manager's Twisted application (seed 4.3.2): ``crawlfleet manager`` runs :func:`run`.
+
+One manager runs on every worker host; its project is ``crawlfleet`` (installed, not deployed as eggs). The parts,
+as scrapyd cuts them: the SQLite pending queue (:mod:`manager.queue`), the poller (:mod:`manager.poller`, also run
+every CRAWLFLEET_MANAGER_POLL_INTERVAL seconds by a ``TimerService``), the launcher (:mod:`manager.launcher`), the job
+history (:mod:`manager.history`), the HTTP site: scrapyd's JSON API (:mod:`manager.webservice`), crawlfleet's API
+(:mod:`manager.api`), the pages (:mod:`manager.website`) — all behind :mod:`manager.security`. A second
+``TimerService`` heartbeats this manager into the manager registry (:mod:`manager.registry`) from a thread.
+:class:`Manager` is what the resources use: schedule, cancel, the job lists, and blocking calls off the reactor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from twisted.application.internet import TCPServer, TimerService
+from twisted.application.service import MultiService
+from twisted.internet import defer, threads
+from twisted.web import server
+
+from manager.catalog import SpiderCatalog
+from manager.config import PROJECT, ManagerConfig
+from manager.gateway import KafkaGateway
+from manager.history import SqliteJobHistory
+from manager.jobs import InvalidJob, Job, JobRecord
+from manager.launcher import Launcher, SpiderProcess
+from manager.poller import QueuePoller
+from manager.queue import SqlitePendingQueue
+from manager.registry import ManagerRegistry
+from messaging import clients
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Manager:
+    """The manager's state and actions (used by every resource)."""
+
+    def __init__(self, config: ManagerConfig, reactor: Any = None) -> None:
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
+        self.config = config
+        self.project = PROJECT
+        self.queue = SqlitePendingQueue(config.dbs_dir / "pending.db")
+        self.history = SqliteJobHistory(config.dbs_dir / "jobs.db", config.finished_to_keep)
+        self.poller = QueuePoller(self.queue)
+        env = {**os.environ, **config.settings.as_env()}
+        self.launcher = Launcher(self.poller, self.history, config.logs_dir, config.max_proc, config.project_dir,
+                                 config.kill_timeout, env=env, reactor=reactor)
+        self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
+        self.gateway = KafkaGateway(config.settings)
+        self._redis: Any = None
+        self.host = config.node_name or socket.gethostname()
+
+    # --- blocking work, off the reactor -----------------------------------------------------------------------------
+    @property
+    def redis(self) -> Any:
+        if self._redis is None:
+            self._redis = clients.redis_client(self.config.settings, socket_timeout=10)
+        return self._redis
+
+    def in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:
+        return threads.deferToThread(function, *args, **kwargs)
+
+    # --- jobs ---------------------------------------------------------------------------------------------------
+    def known(self, job_id: str) -> bool:
+        return (self.queue.get(job_id) is not None or self.launcher.find(job_id) is not None
+                or self.history.get(job_id) is not None)
+
+    def schedule(self, job: Job) -> defer.Deferred[str]:
+        """Queue a job after checking its spider exists; fires with the job id (InvalidJob: the reason)."""
+        if job.project != self.project:
+            return defer.fail(InvalidJob(f"project '{job.project}' not found"))
+
+        def check(spiders: list[str]) -> str:
+            if job.spider not in spiders:
+                raise InvalidJob(f"spider '{job.spider}' not found")
+            if self.known(job.job):
+                raise InvalidJob(f"jobid '{job.job}' is already used (a job id is never reused)")
+            self.queue.add(job)
+            logger.info("scheduled %s %s (priority %g)", job.spider, job.job, job.priority)
+            self.reactor.callLater(0, self.poller.poll)
+            return job.job
+
+        return self.catalog.get().addCallback(check)
+
+    def cancel(self, job_id: str, sig: int = signal.SIGTERM) -> str | None:
+        """scrapyd's prevstate: ``pending`` (removed from the queue), ``running`` (being stopped) or None."""
+        if self.queue.remove(job_id):
+            logger.info("cancelled pending %s", job_id)
+            return "pending"
+        if self.launcher.cancel(job_id, sig):
+            return "running"
+        return None
+
+    def state_of(self, job_id: str) -> str | None:
+        if self.launcher.find(job_id) is not None:
+            return "running"
+        if self.queue.get(job_id) is not None:
+            return "pending"
+        if self.history.get(job_id) is not None:
+            return "finished"
+        return None
+
+    def pending(self) -> list[Job]:
+        return self.queue.list()
+
+    def running(self) -> list[SpiderProcess]:
+        return sorted(self.launcher.processes.values(), key=lambda p: p.record.start_time)
+
+    def finished(self) -> list[JobRecord]:
+        return self.history.list()
+
+    def log_url(self, project: str, spider: str, job: str) -> str:
+        return f"/logs/{project}/{spider}/{job}.log"
+
+    # --- registry -----------------------------------------------------------------------------------------------
+    def heartbeat(self) -> defer.Deferred[None]:
+        config = self.config
+        running, pending = len(self.launcher.processes), self.queue.count()
+
+        def beat() -> None:
+            ManagerRegistry(self.redis, config.registry_ttl).heartbeat(
+                self.host, config.url, config.node_name, config.max_proc, running, pending)
+
+        d = self.in_thread(beat)
+        d.addErrback(lambda f: logger.warning("manager registry heartbeat failed: %s", f.getErrorMessage()))
+        return d
+
+    def leave(self) -> None:
+        try:
+            ManagerRegistry(self.redis, self.config.registry_ttl).leave(self.host)
+        except Exception as exc:  # Redis away at shutdown: the entry expires with its TTL
+            logger.warning("could not leave the manager registry: %s", exc)
+
+    def close(self) -> None:
+        self.gateway.close()
+        self.queue.close()
+        self.history.close()
+
+
+class _Lifecycle(MultiService):
+    def __init__(self, manager: Manager) -> None:
+        super().__init__()
+        self.manager = manager
+
+    def stopService(self) -> defer.Deferred[Any]:
+        d = defer.maybeDeferred(super().stopService)
+        d.addBoth(lambda _: self.manager.in_thread(self.manager.leave))
+        d.addBoth(lambda _: self.manager.close())
+        return d
+
+
+def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiService, Manager, server.Site]:
+    """The services (launcher, poll timer, heartbeat timer, HTTP server), the manager and its site."""
+    from manager.website import build_site
+
+    manager = Manager(config, reactor)
+    site = build_site(manager)
+    services = _Lifecycle(manager)
+    manager.launcher.setServiceParent(services)
+    TimerService(config.poll_interval, manager.poller.poll).setServiceParent(services)
+    TimerService(config.heartbeat_interval, manager.heartbeat).setServiceParent(services)
+    TCPServer(config.port, site, interface=config.bind).setServiceParent(services)
+    return services, manager, site
+
+
+def run(config: ManagerConfig) -> None:
+    """Serve until SIGTERM/SIGINT; then stop the spiders (SIGTERM, SIGKILL after the timeout) and leave."""
+    from twisted.internet import reactor
+    from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    globalLogBeginner.beginLoggingTo([STDLibLogObserver()], redirectStandardIO=False)
+    services, manager, _ = application(config, reactor)
+    services.startService()
+    reactor.addSystemEventTrigger("before", "shutdown", services.stopService)
+    logger.info("manager %s listening on http://%s:%d/ (%s authentication), %d process slots, logs in %s",
+                manager.host, config.bind, config.port, "basic" if config.auth else "no", config.max_proc,
+                config.logs_dir)
+    reactor.run()
