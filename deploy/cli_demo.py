@@ -3,7 +3,8 @@
 It starts the local fleet (``deploy.fleet``: services, demo web, two masters, the monitors, two list and two
 universal workers), waits until the workers are registered, raises the demo sites' rate limits and sends two crawl
 requests through Kafka as any client would (a ``list`` crawl of the demo news site and a ``universal`` crawl of the
-demo blog, rules in ``deploy.demo_rules``), and shows their progress once a second (``deploy.progress``) until both
+demo Chinese site, rules in ``deploy.demo_rules``), and shows their progress once a second (``deploy.progress``) until
+both
 crawls have their ``crawl_finished`` event on the outbound topic, or the timeout. Then it prints a summary, exports
 every stored item to ``<run_dir>/demo-items.jsonl`` and stops everything it started (``--keep`` leaves it running).
 
@@ -28,8 +29,8 @@ from deploy import fleet as local_fleet
 from deploy import progress
 from deploy import services as local_services
 from deploy.demo_rules import (
-    BLOG_SITE,
-    BLOG_START_PATH,
+    CHINA_SITE,
+    CHINA_START_PATH,
     DEMO_LIST_RULE,
     DEMO_SITE_RATES,
     DEMO_UNIVERSAL_RULE,
@@ -46,7 +47,7 @@ from messaging.validation import Rejected, parse_request
 
 # Not a terminal (a log, CI): wide enough that the tables keep crawl ids and job names on one line.
 console = Console() if sys.stdout.isatty() else Console(width=140)
-DEMO_PAGES = 60  # articles per demo site: the blog's Crawl-delay (2 s) makes its crawl about 2.5 minutes
+DEMO_PAGES = 300  # articles per demo site: at 240 pages a minute per site the Chinese site takes about 1.5 minutes
 DEMO_USER = "demo"
 PLAIN_OUTPUT_SECONDS = 10.0  # progress lines when the output is not a terminal
 ITEMS_FILE = "demo-items.jsonl"
@@ -59,7 +60,7 @@ RATE_ANSWER_SECONDS = 60.0  # the Redis monitor answers site-config requests onc
 @click.option("--keep", is_flag=True, help="Leave the fleet running afterwards (stop it with `crawlfleet down`).")
 @click.option("--down", "stop", is_flag=True, help="Stop a kept demo (as `crawlfleet down`).")
 def demo(pages: int, timeout: float, keep: bool, stop: bool) -> None:
-    """Start a local fleet, crawl the demo news site (list spider) and blog (universal spider) through Kafka,
+    """Start a local fleet, crawl the demo news site (list spider) and Chinese site (universal spider) through Kafka,
     show the progress live, summarise, export the items and stop.
 
     Redis runs without its append-only file: nothing of the demo survives a Redis restart. For a long-lived
@@ -124,11 +125,11 @@ def crawl_requests(run_dir: str, stamp: str) -> list[dict[str, Any]]:
     """The demo's two crawl requests, against the running demo web."""
     web = demoweb_status(run_dir)
     news = site_url(NEWS_SITE, web).rstrip("/") + NEWS_START_PATH
-    blog = site_url(BLOG_SITE, web).rstrip("/") + BLOG_START_PATH
+    china = site_url(CHINA_SITE, web).rstrip("/") + CHINA_START_PATH
     return [
         {"userid": DEMO_USER, "crawlid": f"demo-news-{stamp}", "url": news, "spider_type": "list",
          "rule": DEMO_LIST_RULE, "uuid": uuidlib.uuid4().hex},
-        {"userid": DEMO_USER, "crawlid": f"demo-blog-{stamp}", "url": blog, "spider_type": "universal",
+        {"userid": DEMO_USER, "crawlid": f"demo-china-{stamp}", "url": china, "spider_type": "universal",
          "rule": DEMO_UNIVERSAL_RULE, "uuid": uuidlib.uuid4().hex},
     ]
 

@@ -273,10 +273,6 @@ def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[S
     )
 
 
-def site_addresses(sites: Iterable[Site | HostileSite]) -> dict[str, str]:
-    return {site.name: site.ip for site in sites}
-
-
 def hosts_file_text(sites: Iterable[Site | HostileSite], port: int) -> str:
     """The demo web's names in ``/etc/hosts`` format (read by :mod:`messaging.hostmap`)."""
     lines = [f"# crawlfleet demo web (python -m deploy.demoweb), port {port}"]

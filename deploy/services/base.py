@@ -7,7 +7,6 @@ A local service is one real server (Redis, ZooKeeper, Kafka, MongoDB) started fr
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,7 +97,3 @@ def _tail(path: str, lines: int = 15) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
-
-
-def monotonic_deadline(seconds: float) -> float:
-    return time.monotonic() + seconds
