@@ -8,9 +8,9 @@ highest-priority task of ``<job>:{d}:queue``, record the hit in both windows and
 Redis Cluster. The companion steps acknowledge, renew and requeue leases.
 
 Rates: the site's rate and window from ZooKeeper (:class:`~master.config_watch.SiteConfigWatch`, else the
-defaults) apply to both windows; a robots.txt ``Crawl-delay`` that is known lowers the rate to ``window / delay``
-hits per window. robots.txt rules are checked in Python (protego) on the queue head *before* the step, and the step
-pops only if the head is still that task, so a disallowed URL never spends a hit or a lease.
+defaults) apply to both windows; a robots.txt ``Crawl-delay`` that is known and stricter lowers the rate to one hit
+per ``delay`` seconds. robots.txt rules are checked in Python (protego) on the queue head *before* the step, and the
+step pops only if the head is still that task, so a disallowed URL never spends a hit or a lease.
 
 Completions: :meth:`Politeness.ack` returns the acknowledged :class:`~messaging.tasks.Task` (``None`` when the lease
 is no longer held: expired and requeued, or fenced because the job was retired). The caller counts a completion
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -154,8 +153,9 @@ class Politeness:
         rate = self.rates.rate_for(domain)
         delay = self.robots.crawl_delay(domain, self.user_agent) if self.robots is not None else None
         if delay and delay > 0 and rate.hits * delay > rate.window:
-            hits = math.floor(rate.window / delay)
-            rate = Rate(hits, rate.window) if hits >= 1 else Rate(1, delay)
+            # "Crawl-delay: d" asks for d seconds between requests: one hit per d-second window, not d-spaced
+            # hits bunched at the start of a longer window
+            rate = Rate(1, delay)
         return rate
 
     def take(self, domain: str, now: float | None = None) -> TakeResult:

@@ -146,11 +146,12 @@ def test_crawl_delay_lowers_the_rate(svc: Any, site: RobotsServer) -> None:
     assert engine.effective_rate(HOST) == Rate(10, 10)  # robots.txt not known yet: the site's rate
     tasks = [Task(url=site.url(f"/p{n}"), crawlid="c", spider_type="list") for n in range(10)]
     redis.zadd(keys.queue("j", HOST), {t.encode(): queue_score(100, n) for n, t in enumerate(tasks)})
-    outcomes = [engine.take(HOST, now=T0 + n * 0.01).outcome for n in range(7)]
-    assert outcomes == [Outcome.TAKEN] * 5 + [Outcome.THROTTLED] * 2  # 10 s / 2 s = 5 hits per window
-    assert engine.effective_rate(HOST) == Rate(5, 10)
+    outcomes = [engine.take(HOST, now=T0 + n * 0.5).outcome for n in range(7)]
+    # one hit per 2 s (Crawl-delay), not 5 hits bunched at the start of the site's 10-s window
+    assert outcomes == [Outcome.TAKEN] + [Outcome.THROTTLED] * 3 + [Outcome.TAKEN] + [Outcome.THROTTLED] * 2
+    assert engine.effective_rate(HOST) == Rate(1, 2)
     engine.rates = StaticSiteConfig(Rate(10, 60), {HOST: SiteConfig(rate=10, window=1)})
-    assert engine.effective_rate(HOST) == Rate(1, 2)  # under one hit per window: one hit per delay
+    assert engine.effective_rate(HOST) == Rate(1, 2)
     engine.rates = StaticSiteConfig(Rate(10, 60))
     assert engine.effective_rate(HOST) == Rate(10, 60)  # the default is already slower than the delay
 
