@@ -46,7 +46,7 @@ from messaging.identity import worker_ip
 from messaging.siteconfig import SitePaths
 from spiders import signals as fleet_signals
 from spiders.dupefilter import BloomDupeFilter, crawlfleet_settings
-from spiders.worker.commit import Committer, Finished
+from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.feed import FeedConfig, TaskFeed, default_job_id
 from spiders.worker.tracker import TaskTracker
@@ -279,5 +279,3 @@ class FleetScheduler:
             lambda _: self.feed.wake(), lambda f: logger.error("could not store robots.txt of %s: %s", url,
                                                                 f.getErrorMessage()))
 
-
-__all__ = ["Finished", "FleetScheduler"]
