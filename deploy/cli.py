@@ -14,6 +14,7 @@ from deploy.cli_demoweb import demoweb
 from deploy.cli_manager import manager
 from deploy.cli_master import master
 from deploy.cli_messaging import COMMANDS as MESSAGING_COMMANDS
+from deploy.cli_proxies import proxies
 from deploy.cli_services import env_command, services, settings_command
 from deploy.cli_worker import worker
 
@@ -34,6 +35,7 @@ main.add_command(demo)
 main.add_command(master)
 main.add_command(worker)
 main.add_command(manager)
+main.add_command(proxies)
 main.add_command(cli_fleet.up)
 main.add_command(cli_fleet.down)
 main.add_command(cli_fleet.fleet)

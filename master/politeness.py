@@ -158,8 +158,11 @@ class Politeness:
             rate = Rate(1, delay)
         return rate
 
-    def take(self, domain: str, now: float | None = None) -> TakeResult:
-        """One politeness step for ``domain``: a leased task, or why not (and how long to wait)."""
+    def take(self, domain: str, now: float | None = None, ip: str | None = None) -> TakeResult:
+        """One politeness step for ``domain``: a leased task, or why not (and how long to wait).
+
+        ``ip``: the address the request will leave from when it is not this host's (a proxy's exit address, seed
+        4.3.1.2): its per-IP window is the one checked and recorded."""
         if self.rates.is_blacklisted(domain):
             return TakeResult(Outcome.BLACKLISTED, domain, removed=self.drop_queue(domain))
         removed: list[Task] = []
@@ -179,20 +182,20 @@ class Politeness:
                         removed.append(Task.decode(expected))
                         self._count("robots_disallowed")
                     continue
-            result = self._step(domain, expected, now)
+            result = self._step(domain, expected, now, ip or self.ip)
             if result.outcome == "changed":  # a new head arrived after the robots check: check it instead
                 continue
             result.removed = removed
             return result
         return TakeResult(Outcome.DISALLOWED, domain, removed=removed)
 
-    def _step(self, domain: str, expected: str, now: float | None) -> TakeResult:
+    def _step(self, domain: str, expected: str, now: float | None, ip: str) -> TakeResult:
         rate = self.effective_rate(domain)
         window_us = int(rate.window * US)
         reply = self._take(
             keys=[keys.queue(self.job, domain), keys.inflight(self.job, domain),
                   keys.lease_scores(self.job, domain), keys.throttle_type(self.spider_type, domain),
-                  keys.throttle_ip(self.ip, domain), keys.block(domain), keys.hit_sequence(domain)],
+                  keys.throttle_ip(ip, domain), keys.block(domain), keys.hit_sequence(domain)],
             args=[_now_arg(now), rate.hits, window_us, int(self.lease_seconds * US), expected,
                   int((rate.window + KEY_TTL_MARGIN) * 1000), self._lease_scores_ttl_ms(self.lease_seconds)],
         )

@@ -325,6 +325,47 @@ define("CRAWLFLEET_MANAGER_PROJECT_DIR", "",
        "Working directory of the spider processes (the Scrapy project, with scrapy.cfg); default: the manager's.",
        group="manager")
 
+# --- proxy: the proxy pool (spiders/proxies, spiders/spiders/proxy.py, spiders/middlewares/proxy.py) -----------
+define("CRAWLFLEET_PROXY_COLLECTION", "proxies",
+       "MongoDB collection (in CRAWLFLEET_MONGO_DB) of the proxy pool: one document per proxy, ``_id`` ip:port.",
+       group="proxy")
+define("CRAWLFLEET_PROXY_LIST_URLS", "",
+       "Proxy-list pages the collector (``crawlfleet proxies collect``, spider ``proxy``) reads, comma-separated.",
+       group="proxy")
+define("CRAWLFLEET_PROXY_LIST_RULE", "",
+       "XPath rule of the proxy-list pages, JSON like a list rule's ``first_page_xpath``: ``list_from`` (one entry "
+       "per proxy), ``next_page``, and the fields ``ip``, ``port``, ``location``, ``anonymity``, ``type``, "
+       "``speed``, ``alive_time`` (``user``, ``password`` optional) relative to the entry; ``@path`` reads it from "
+       "a file. Empty: a table of one proxy per row, in the columns of that order.", group="proxy")
+define("CRAWLFLEET_PROXY_TEST_URL", "http://www.baidu.com/",
+       "URL the validator fetches through each proxy (plain HTTP: a forward-proxy request).", group="proxy")
+define("CRAWLFLEET_PROXY_TIMEOUT", 4.0,
+       "Seconds a proxy has to answer the validator's request; slower counts as a failure (seed: 4 s).",
+       group="proxy", parse=float)
+define("CRAWLFLEET_PROXY_MAX_FAILURES", 3,
+       "Consecutive failures (validator checks, or requests of a crawl) after which a proxy leaves the pool.",
+       group="proxy", parse=int)
+define("CRAWLFLEET_PROXY_CHECK_INTERVAL", 300.0,
+       "Seconds between two checks of the whole pool by ``crawlfleet proxies serve``.", group="proxy", parse=float)
+define("CRAWLFLEET_PROXY_CHECK_CONCURRENCY", 20, "Proxies the validator checks at once.", group="proxy", parse=int)
+define("CRAWLFLEET_PROXY_SPIDER_TYPES", "",
+       "Spider types whose requests go through the pool's live proxies, comma-separated (e.g. ``universal,list``); "
+       "a request's ``meta['proxy_pool']`` (true/false) overrides it.", group="proxy")
+define("CRAWLFLEET_PROXY_REFRESH", 5.0,
+       "Seconds between two reads of the live proxies by a worker's background thread (its memory copy).",
+       group="proxy", parse=float)
+define("CRAWLFLEET_PROXY_RETRIES", 5,
+       "Other proxies a request tries after its proxy failed (connection error, timeout, a ban status) before "
+       "Scrapy's own retries take over.", group="proxy", parse=int)
+define("CRAWLFLEET_PROXY_BAN_STATUSES", "403,407",
+       "HTTP statuses that count as a failure of the proxy, comma-separated: the request is retried through "
+       "another one.", group="proxy")
+define("CRAWLFLEET_PROXY_COOLDOWN", 30.0,
+       "Seconds a worker leaves out a proxy that just failed one of its requests (the pool counts the failure).",
+       group="proxy", parse=float)
+define("CRAWLFLEET_PROXY_API_BIND", "127.0.0.1", "Address of ``crawlfleet proxies serve`` (GET /proxy, /proxies).",
+       group="proxy")
+define("CRAWLFLEET_PROXY_API_PORT", 6801, "Port of ``crawlfleet proxies serve``.", group="proxy", parse=int)
 
 
 class Settings(Mapping[str, Any]):

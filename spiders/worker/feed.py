@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from master.domain_walk import DomainWalk
-from master.politeness import Lease, Politeness, TakeResult
+from master.politeness import Lease, Outcome, Politeness, TakeResult
 from master.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.clock import RedisClock
 from messaging.tasks import Task
@@ -67,7 +67,8 @@ class FeedConfig:
 class TaskFeed:
     def __init__(self, info: WorkerInfo, politeness: Politeness, registry: WorkerRegistry, catalog: CrawlCatalog,
                  committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
-                 on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic) -> None:
+                 on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
+                 proxies: Any = None) -> None:
         self.info = info
         self.politeness = politeness
         self.registry = registry
@@ -77,6 +78,8 @@ class TaskFeed:
         self.on_ready = on_ready
         self.on_fenced = on_fenced
         self.clock = clock
+        self.proxies = proxies  # spiders.proxies.ProxyChooser when this spider type crawls through proxies
+        self.proxy_of: dict[str, Any] = {}  # leased task -> the proxy its per-IP window was taken for
         self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
                                max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
         self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
@@ -207,7 +210,24 @@ class TaskFeed:
         return taken
 
     def _take(self, domain: str) -> TakeResult:
-        return self.politeness.take(domain)
+        """The politeness step; through proxies, the per-IP window is each proxy's exit address, tried in turn."""
+        candidates = self.proxies.candidates(domain) if self.proxies is not None else []
+        if not candidates:
+            return self.politeness.take(domain)
+        removed: list[Task] = []
+        closest: TakeResult | None = None
+        for proxy in candidates:
+            result = self.politeness.take(domain, ip=proxy.address)
+            removed += result.removed
+            if result.outcome == Outcome.TAKEN and result.lease is not None:
+                self.proxy_of[result.lease.member] = proxy
+            if result.outcome != Outcome.THROTTLED:
+                result.removed = removed
+                return result
+            if closest is None or result.wait < closest.wait:
+                closest = result
+        closest.removed = removed
+        return closest
 
     def _removed(self, tasks: list[Task]) -> None:
         """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) leave their crawl's counts."""

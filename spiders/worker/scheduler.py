@@ -11,7 +11,7 @@ the methods Scrapy calls on the reactor only move objects in memory:
 - :meth:`has_pending_requests` stays true while the worker runs: an idle worker waits for work instead of closing,
   and the feed nudges the engine when tasks arrive (no 5-second heartbeat wait).
 
-Completion (ARCHITECTURE.md): a task is finished when the spider's output for its response was consumed (children
+Completion (docs/architecture.md): a task is finished when the spider's output for its response was consumed (children
 gathered by :class:`spiders.worker.output.TaskOutputMiddleware`) and every item it produced was stored or dropped
 (Scrapy's ``item_scraped`` / ``item_dropped`` / ``item_error`` signals, which carry the response); a failed download
 finishes it too (the errback). Finished tasks go to the feed, which commits them in batches.
@@ -154,8 +154,12 @@ class FleetScheduler:
             return None  # paused: storage is full; the leases wait in memory, renewed, until it drains
         while (lease := self.feed.pop()) is not None:
             request = self.tracker.start(lease)
+            proxy = self.feed.proxy_of.pop(lease.member, None)
             if request is None:
                 continue
+            if proxy is not None:  # its per-IP window was taken for this proxy: the request goes through it
+                request.meta["proxy"] = proxy.url
+                request.meta["proxy_id"] = proxy.id
             blocked_until = self._blocked.get(lease.domain, 0.0)
             if blocked_until > time.monotonic():  # leased before the site said 429: it waits with the retries
                 request.meta["not_before"] = blocked_until
@@ -195,10 +199,22 @@ class FleetScheduler:
                             lease_seconds=s.lease_seconds, crawl_refresh=s.crawl_refresh)
         self.feed = TaskFeed(info, politeness, WorkerRegistry(redis), catalog, committer, config,
                              on_ready=self._nudge_from_thread,
-                             on_fenced=lambda: reactor.callFromThread(self._fenced))
+                             on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type))
         self.feed.register()
         self.tracker = TaskTracker(spider, catalog, politeness.admits, self.feed.finish, self.crawler.stats)
         self._redirects = BloomDupeFilter(clients.redis_client(s), s)  # used from the thread pool only
+
+    def _proxies(self, spider_type: str) -> Any:
+        """The proxy chooser when this spider type crawls through the pool (CRAWLFLEET_PROXY_SPIDER_TYPES)."""
+        wanted = {name.strip() for name in self.settings.proxy_spider_types.split(",") if name.strip()}
+        if spider_type not in wanted:
+            return None
+        from spiders.proxies import shared_chooser
+
+        chooser = shared_chooser(self.crawler)
+        if not chooser.pool.wait_loaded(30.0):
+            logger.warning("the proxy pool was not read within 30 s: requests go direct until it is")
+        return chooser
 
     def _started(self, _: Any) -> None:
         spider = self.spider
