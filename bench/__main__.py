@@ -22,6 +22,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "bloom": ["--urls", "1000000"],
     "bloom_groups": [],
     "extraction": [],
+    "crawl": ["--pages", "3000"],
 }
 
 
