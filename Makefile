@@ -57,7 +57,7 @@ services-down: venv
 	@$(VENV)/bin/crawlfleet services down
 
 readme: venv
-	@$(PY) -m deploy.readme README.md
+	@$(PY) -m deploy.readme README.md docs/architecture.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,4 +1,6 @@
-"""Regenerate the README's configuration table from the settings registry (``make readme``)."""
+"""Regenerate the generated tables of the docs (``make readme``): the README's configuration table from the
+settings registry, and the Redis key table of ``docs/architecture.md`` from ``messaging/keys.py``
+(:mod:`deploy.keytable`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from deploy import keytable
 from deploy.cli import main
 
 MARKERS = re.compile(r"(<!-- settings-table:start -->\n).*(<!-- settings-table:end -->)", re.S)
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
 
 def update(path: Path) -> bool:
@@ -22,5 +26,8 @@ def update(path: Path) -> bool:
 
 
 if __name__ == "__main__":
-    changed = update(Path(sys.argv[1] if len(sys.argv) > 1 else "README.md"))
-    print("README settings table updated" if changed else "README settings table already current")
+    readme = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    architecture = Path(sys.argv[2]) if len(sys.argv) > 2 else ARCHITECTURE
+    print("README settings table updated" if update(readme) else "README settings table already current")
+    print("docs/architecture.md key table updated" if keytable.update(architecture)
+          else "docs/architecture.md key table already current")

@@ -41,9 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from master.bloom import crawl_namespace, expire_filter
+from master.lua import LUA
 from messaging import keys
 from messaging.clients import as_text
 from messaging.domains import host_problem
+from messaging.scripts import lua_source
 from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
@@ -57,13 +59,7 @@ _DROP, _WAIT, _VERIFY, _ANNOUNCE = "drop", "wait", "verify", "announce"
 # Tasks are canonical JSON (sorted keys, no spaces): the crawl id is the string after "crawlid":
 _CRAWLID = re.compile(r'"crawlid":"((?:[^"\\]|\\.)*)"')
 
-# KEYS: crawl hash. ARGV: now, state field, running, finished, finished-time field, event field.
-# Reply: 1 when this call finished the crawl.
-_FINISH = """
-if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[4], ARGV[5], ARGV[1], ARGV[6], 'pending')
-return 1
-"""
+_FINISH = lua_source(LUA / "finish.lua")  # running -> finished, the event marked pending, once
 
 
 @dataclass

@@ -40,57 +40,16 @@ from typing import Any
 from master.lua import LUA, PENDING_LUA
 from messaging import keys
 from messaging.clients import as_text
-from messaging.clock import LUA_NOW_SECONDS, Clock, RedisClock
+from messaging.clock import NOW_SECONDS_LUA, Clock, RedisClock
 from messaging.scripts import lua_source
 from messaging.tasks import Task
 
 RETIRED_KEEP_SECONDS = 7 * 86400  # a retired job id stays fenced this long (job ids are never reused)
 
-_NOW = LUA_NOW_SECONDS + """
-local minute = math.floor(now / 60)
-"""
-
-# KEYS: workers, retired, activity. ARGV: now, job. -1: fenced.
-_REGISTER = _NOW + """
-if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return -1 end
-redis.call('ZADD', KEYS[1], string.format('%.6f', now), ARGV[2])
-redis.call('HSETNX', KEYS[3], 'started', string.format('%.6f', now))
-return 1
-"""
-
-# KEYS: workers, retired, activity. ARGV: now, job, busy (0/1). -1: fenced, 0: not registered (expired).
-_HEARTBEAT = _NOW + """
-if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return -1 end
-if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], string.format('%.6f', now), ARGV[2])
-if ARGV[3] == '1' then redis.call('HSET', KEYS[3], 'b' .. minute, 1) end
-return 1
-"""
-
-# KEYS: retired, activity. ARGV: now, job, n. -1: fenced.
-_COMPLETE = _NOW + """
-if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return -1 end
-local n = tonumber(ARGV[3])
-redis.call('HINCRBY', KEYS[2], 'd' .. minute, n)
-redis.call('HSET', KEYS[2], 'b' .. minute, 1)
-redis.call('HINCRBY', KEYS[2], 'done', n)
-if redis.call('HINCRBY', KEYS[2], 'out', -n) < 0 then redis.call('HSET', KEYS[2], 'out', 0) end
-return n
-"""
-
-# KEYS: workers, retired. ARGV: now, job, latest heartbeat that still counts as dead ('+inf': retire anyway).
-# 1: retired now, 0: alive again (a late heartbeat arrived) or already retired.
-_RETIRE = _NOW + """
-local beat = redis.call('ZSCORE', KEYS[1], ARGV[2])
-if not beat then
-  if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return 0 end
-elseif ARGV[3] ~= '+inf' and tonumber(beat) > tonumber(ARGV[3]) then
-  return 0
-end
-redis.call('ZREM', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[2], string.format('%.6f', now), ARGV[2])
-return 1
-"""
+_REGISTER = lua_source(LUA / "register.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
+_HEARTBEAT = lua_source(LUA / "heartbeat.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
+_COMPLETE = lua_source(LUA / "completions.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
+_RETIRE = lua_source(LUA / "retire.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
 
 _DONE = lua_source(LUA / "done.lua", PENDING_LUA)
 

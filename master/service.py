@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from typing import Any
 
@@ -31,13 +30,15 @@ from master.registry import WorkerRegistry
 from master.requeue import Requeuer
 from master.staging import LeadershipLost, send_dead_letters
 from master.weights import minute_of
-from messaging import clients
+from messaging import clients, modules
 from messaging.clock import RedisClock
+from messaging.identity import node_name
 from messaging.settings import Settings
+from messaging.siteconfig import SitePaths
 from messaging.stats import Stats
 
 logger = logging.getLogger(__name__)
-STATS_MODULE = "master"
+STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
 REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
 
@@ -45,12 +46,12 @@ REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
 class MasterService:
     def __init__(self, settings: Settings, identifier: str | None = None) -> None:
         self.settings = settings
-        self.identifier = identifier or f"{settings.node_name or socket.gethostname()}:{os.getpid()}"
+        self.identifier = identifier or f"{node_name(settings)}:{os.getpid()}"
         self.redis = clients.redis_client(settings)
         self.zk = clients.zk_client(settings)
         self.clock = RedisClock(self.redis)
         self.registry = WorkerRegistry(self.redis)
-        self.leadership = Leadership(self.zk, self.redis, f"{settings.zk_root}/master/election", self.identifier)
+        self.leadership = Leadership(self.zk, self.redis, SitePaths(settings.zk_root).election, self.identifier)
         self._producer: Any = None
         self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)

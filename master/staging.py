@@ -49,48 +49,9 @@ MARKER_TTL = 86400
 DEAD_LETTER_CAP = 10_000  # records kept in the dead-letter list (and at most waiting in its outbox)
 KNOWN_LIMIT = 200_000  # a landing marker outlives any recovery; it is also deleted once its batch is settled
 
-# KEYS: seeds, epoch, staging hash, staging epochs. ARGV: epoch, batch, (task, job, domain)*.
-_STAGE = """
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return redis.error_reply('FENCED stale dispatcher epoch') end
-local staged, taken = {}, {}
-for i = 3, #ARGV, 3 do
-  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if score then
-    redis.call('ZREM', KEYS[1], ARGV[i])
-    staged[#staged + 1] = {ARGV[i], score, ARGV[i + 1], ARGV[i + 2]}
-    taken[#taken + 1] = (i - 3) / 3
-  end
-end
-if #staged > 0 then
-  redis.call('HSET', KEYS[3], ARGV[2], cjson.encode(staged))
-  redis.call('SADD', KEYS[4], ARGV[1])
-end
-return taken
-"""
-
-# KEYS: marker, pending:{d}, queue*. ARGV: ttl, (queue index, queue score, task, crawlid)*.
-# Reply: tasks added (>= 0), or -1 when the marker was revoked (the batch goes back to seeds).
-_LAND = """
-if not redis.call('SET', KEYS[1], 'landed', 'NX', 'EX', ARGV[1]) then
-  if redis.call('GET', KEYS[1]) == 'landed' then return 0 end
-  return -1
-end
-local added, per_crawl = 0, {}
-for i = 2, #ARGV, 4 do
-  if redis.call('ZADD', KEYS[2 + tonumber(ARGV[i])], 'NX', ARGV[i + 1], ARGV[i + 2]) == 1 then
-    added = added + 1
-    per_crawl[ARGV[i + 3]] = (per_crawl[ARGV[i + 3]] or 0) + 1
-  end
-end
-for crawl, n in pairs(per_crawl) do redis.call('HINCRBY', KEYS[2], crawl, n) end
-return added
-"""
-
-# KEYS: marker. ARGV: ttl. Reply: the marker's decision ('landed' or 'revoked').
-_REVOKE = """
-redis.call('SET', KEYS[1], 'revoked', 'NX', 'EX', ARGV[1])
-return redis.call('GET', KEYS[1])
-"""
+_STAGE = lua_source(LUA / "stage.lua")
+_LAND = lua_source(LUA / "land.lua")
+_REVOKE = lua_source(LUA / "revoke.lua")
 
 _SETTLE = lua_source(LUA / "settle.lua", PENDING_LUA)
 _DEAD_LETTER = lua_source(LUA / "dead_letter.lua", PENDING_LUA)

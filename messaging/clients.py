@@ -173,8 +173,3 @@ def mongo_client(settings: Settings | None = None, **kwargs: Any) -> Any:
     options.update(kwargs)
     return MongoClient(settings.mongo_uri, **options)
 
-
-def mongo_database(settings: Settings | None = None, client: Any = None) -> Any:
-    settings = _settings(settings)
-    client = client if client is not None else mongo_client(settings)
-    return client[settings.mongo_db]

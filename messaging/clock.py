@@ -10,22 +10,14 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-# Lua preambles: ``now`` from ARGV[1] when the caller passes an explicit time (simulations, tests), else from the
-# Redis server's clock. Every script that measures time starts with one of these.
-LUA_NOW_SECONDS = """
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-"""
-LUA_NOW_MICROSECONDS = """
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-"""
+from messaging.scripts import LUA, lua_source
+
+# Lua preambles (messaging/lua/now_*.lua): ``now`` from ARGV[1] when the caller passes an explicit time (simulations,
+# tests), else from the Redis server's clock. Every script that measures time starts with one of these.
+NOW_SECONDS_LUA = LUA / "now_seconds.lua"
+NOW_MICROSECONDS_LUA = LUA / "now_microseconds.lua"
+LUA_NOW_SECONDS = lua_source(NOW_SECONDS_LUA)
+LUA_NOW_MICROSECONDS = lua_source(NOW_MICROSECONDS_LUA)
 
 
 class Clock(Protocol):

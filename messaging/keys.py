@@ -1,4 +1,4 @@
-"""Every Redis key crawlfleet uses, in one place (ARCHITECTURE.md, "Redis keys").
+"""Every Redis key crawlfleet uses, in one place (``docs/architecture.md``, "Redis keys": its table is made from here).
 
 No other module formats a key string: components call these functions, so that the layout (and the Redis Cluster
 hash tags) can be read and changed here alone. ``{…}`` marks a hash tag: every key of one domain lives in the same
@@ -83,6 +83,7 @@ def queue_pattern(job: str = "*") -> str:
 
 
 def inflight_pattern(job: str = "*") -> str:
+    """SCAN pattern of lease sets (of one job, or every job)."""
     return f"{job}:{{*}}:inflight"
 
 
@@ -242,7 +243,8 @@ DEAD_LETTER_OUTBOX = "master:{seeds}:dead-letter-outbox"
 
 # --- stats (seed tables 4-4, 4-5, 4-6) ---------------------------------------------------------------------------
 def stats_counter(module: str, plugin: str, window: str | int) -> str:
-    """counter: what a module's plugin did in the window (seconds, or ``lifetime``)."""
+    """counter: what a module's plugin did in the window: seconds (a hash of time buckets, ``messaging.stats``),
+    ``step<seconds>`` (a hash of fixed periods) or ``lifetime`` (a string)."""
     return f"stats:{module}:{plugin}:{window}"
 
 
@@ -252,7 +254,8 @@ def stats_alive(module: str, ip: str) -> str:
 
 
 def stats_crawler(spider_type: str, status: int | str, window: str | int) -> str:
-    """counter: responses of a spider type with an HTTP status in the window."""
+    """counter: responses of a spider type with an HTTP status in the window (the module ``crawler``'s counters,
+    whose plugin is ``<spider_type>:<status>``)."""
     return f"stats:crawler:{spider_type}:{status}:{window}"
 
 
@@ -263,18 +266,22 @@ def metrics_endpoint(module: str, host: str, pid: int) -> str:
 
 # --- requests waiting for the Redis monitor ----------------------------------------------------------------------
 def info_request(userid: str, crawlid: str, uuid: str) -> str:
+    """string with TTL: an info request (its JSON) waiting for the Redis monitor's info plugin."""
     return f"info:{userid}:{crawlid}:{uuid}"
 
 
 def stats_request(userid: str, stats: str, uuid: str) -> str:
+    """string with TTL: a stats request (its JSON) waiting for the Redis monitor's stats plugin."""
     return f"statsrequest:{stats}:{userid}:{uuid}"
 
 
 def zk_request(action: str, domain: str, userid: str, uuid: str) -> str:
+    """string with TTL: a site-config request (its JSON) waiting for the Redis monitor's zookeeper plugin."""
     return f"zk:{action}:{domain}:{userid}:{uuid}"
 
 
 def stop_request(userid: str, crawlid: str, uuid: str) -> str:
+    """string with TTL: a stop request (its JSON) waiting for the Redis monitor's stop plugin."""
     return f"stop:{userid}:{crawlid}:{uuid}"
 
 
@@ -296,9 +303,6 @@ class StatsKey:
     plugin: str = ""  # empty for an alive key
     window: str = ""  # seconds, ``lifetime`` or ``step<seconds>``; empty for an alive key
     ip: str = ""  # set for an alive key
-
-
-_WINDOW_SUFFIXES = ("lifetime", "step")
 
 
 def parse_stats_key(key: str | bytes) -> StatsKey:

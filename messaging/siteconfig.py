@@ -1,4 +1,4 @@
-"""Site configuration in ZooKeeper (ARCHITECTURE.md, "ZooKeeper layout").
+"""Site configuration in ZooKeeper (``docs/architecture.md``, "ZooKeeper nodes").
 
 ``<root>/sites/<domain>`` holds ``{"rate": hits, "window": seconds, "blacklisted": bool}``, one znode per site,
 written with a versioned ``set`` (compare-and-set, retried on a concurrent change) so that two writers never lose
@@ -69,15 +69,6 @@ class SitePaths:
         if not domain or "/" in domain:
             raise ValueError(f"not a domain: {domain!r}")
         return f"{self.sites}/{domain}"
-
-
-def read_defaults(zk: Any, paths: SitePaths) -> Rate:
-    try:
-        raw, _ = zk.get(paths.defaults)
-    except NoNodeError:
-        return Rate(DEFAULT_RATE, DEFAULT_WINDOW)
-    data = json.loads(raw or b"{}")
-    return Rate(int(data.get("rate", DEFAULT_RATE)), float(data.get("window", DEFAULT_WINDOW)))
 
 
 def write_defaults(zk: Any, paths: SitePaths, rate: Rate) -> None:

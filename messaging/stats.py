@@ -11,7 +11,7 @@ per hit; here each counter is a hash of time buckets, pruned on every increment 
 - a lifetime total (``stats:<module>:<plugin>:lifetime``).
 
 Time is the Redis server's (``TIME`` inside the scripts) unless an explicit ``now`` is passed (simulations, tests).
-:class:`Stats` is the one small API the components call: ``Stats(redis, "kafka-monitor").incr("crawl")``;
+:class:`Stats` is the one small API the components call: ``Stats(redis, modules.KAFKA_MONITOR).incr("crawl")``;
 ``incr_many({...})`` counts several plugins in the same single round trip.
 
 ``Stats.incr`` waits for Redis, which a Scrapy component must never do on the reactor. :class:`BufferedStats` is
@@ -34,7 +34,8 @@ from prometheus_client import Counter
 from redis.cluster import RedisCluster
 
 from messaging import keys
-from messaging.clock import LUA_NOW_SECONDS
+from messaging.clock import NOW_SECONDS_LUA
+from messaging.scripts import LUA, lua_source
 
 DEFAULT_WINDOWS = (60, 300, 900, 3600, 86400)
 BUCKETS_PER_WINDOW = 12
@@ -46,33 +47,8 @@ logger = logging.getLogger(__name__)
 EVENTS = Counter("crawlfleet_events", "What crawlfleet's components did, by module and plugin.",
                  ["module", "plugin"])
 
-# KEYS[1]: the bucket hash. ARGV: now (empty: Redis TIME), bucket width, buckets kept, amount, ttl seconds.
-_BUCKET_INCR = LUA_NOW_SECONDS + """
-local width = tonumber(ARGV[2])
-local bucket = math.floor(now / width)
-local oldest = bucket - tonumber(ARGV[3]) + 1
-redis.call('HINCRBY', KEYS[1], bucket, tonumber(ARGV[4]))
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if tonumber(field) < oldest then redis.call('HDEL', KEYS[1], field) end
-end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
-return bucket
-"""
-
-# KEYS[1]: the bucket hash. ARGV: now (empty: Redis TIME), bucket width, window. Sums the buckets that overlap
-# (now - window, now].
-_BUCKET_SUM = LUA_NOW_SECONDS + """
-local width = tonumber(ARGV[2])
-local bucket = math.floor(now / width)
-local oldest = math.floor((now - tonumber(ARGV[3])) / width)
-local total = 0
-local flat = redis.call('HGETALL', KEYS[1])
-for i = 1, #flat, 2 do
-  local b = tonumber(flat[i])
-  if b >= oldest and b <= bucket then total = total + tonumber(flat[i + 1]) end
-end
-return total
-"""
+_BUCKET_INCR = lua_source(LUA / "bucket_incr.lua", NOW_SECONDS_LUA)
+_BUCKET_SUM = lua_source(LUA / "bucket_sum.lua", NOW_SECONDS_LUA)
 
 
 def _now_arg(now: float | None) -> str:

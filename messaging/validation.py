@@ -3,7 +3,7 @@
 The schemas live in ``messaging/schemas/`` (Draft 2020-12): one per request kind (``crawl``, ``info``, ``stats``,
 ``site``, ``stop``) and one per rule format (``rule-list``, ``rule-universal``, referenced by the crawl schema
 according to its ``spider_type``). Validators are compiled once per process: jsonschema is the reference (it
-explains every rejection); jsonschema-rs, when installed, answers "valid?" first with the same schemas and format
+explains every rejection); jsonschema-rs (a dependency) answers "valid?" first with the same schemas and format
 checks, which is what lets one monitor validate thousands of requests a second. Beyond the schemas:
 
 - the raw message is bounded (CRAWLFLEET_MAX_MESSAGE_BYTES) before it is parsed, and must be UTF-8 JSON (parsed
@@ -36,6 +36,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
+import jsonschema_rs
 import orjson
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
@@ -44,13 +45,7 @@ from lxml import etree
 from messaging.domains import host_problem
 from messaging.regexes import UnsafeRegex, exslt_regex_problem, regex_problem
 
-try:
-    import jsonschema_rs
-except ImportError:  # optional: without it, jsonschema alone validates (slower)
-    jsonschema_rs = None
-
 CRAWL, INFO, STATS, SITE, STOP = "crawl", "info", "stats", "site", "stop"
-KINDS = (CRAWL, INFO, STATS, SITE, STOP)
 SITE_ACTIONS = ("rate", "rate-remove", "blacklist", "blacklist-remove")
 SCHEMA_FILES = {CRAWL: "crawl.json", INFO: "info.json", STATS: "stats.json", SITE: "site.json", STOP: "stop.json"}
 RULE_FILES = {"list": "rule-list.json", "universal": "rule-universal.json"}
@@ -207,20 +202,18 @@ def _passes(check: Any) -> Any:
 
 
 class CompiledSchema:
-    """A schema's validators: jsonschema (the reference, which explains a rejection) and, when installed,
-    jsonschema-rs with the same schema and format checks, which only answers "valid?" — ten times faster, which is
-    what lets one Kafka monitor validate thousands of requests a second. A message the fast one refuses is judged
+    """A schema's validators: jsonschema (the reference, which explains a rejection) and jsonschema-rs with the
+    same schema and format checks, which only answers "valid?" — ten times faster, which is what lets one Kafka
+    monitor validate thousands of requests a second. A message the fast one refuses is judged
     (and explained) by the reference, so a disagreement can never reject a valid request."""
 
     def __init__(self, reference: Draft202012Validator) -> None:
         self.reference = reference
-        self.fast: Any = None
-        if jsonschema_rs is not None:
-            formats = {"http-url": _passes(is_http_url), "xpath": _passes(is_xpath), "regex": _passes(is_regex)}
-            self.fast = jsonschema_rs.Draft202012Validator(reference.schema, formats=formats, validate_formats=True)
+        formats = {"http-url": _passes(is_http_url), "xpath": _passes(is_xpath), "regex": _passes(is_regex)}
+        self.fast = jsonschema_rs.Draft202012Validator(reference.schema, formats=formats, validate_formats=True)
 
     def first_error(self, instance: Any, prefix: tuple[Any, ...] = ()) -> Rejected | None:
-        if self.fast is not None and self.fast.is_valid(instance):
+        if self.fast.is_valid(instance):
             return None
         if next(self.reference.iter_errors(instance), None) is None:
             return None
@@ -331,7 +324,7 @@ def first_error(kind: str, message: dict[str, Any]) -> Rejected | None:
     text, because the many requests of one crawl share one rule (and rules are the costly part to validate).
     """
     whole = compiled(SCHEMA_FILES[kind])
-    if whole.fast is not None and whole.fast.is_valid(message):
+    if whole.fast.is_valid(message):
         return None
     if kind != CRAWL:
         return whole.first_error(message)

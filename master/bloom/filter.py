@@ -36,6 +36,7 @@ from master.bloom.direct import DirectPath
 from master.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
 from messaging import keys
 from messaging.clients import as_text
+from messaging.settings import SETTINGS
 
 log = logging.getLogger(__name__)
 LUA = Path(__file__).with_name("lua")
@@ -45,16 +46,17 @@ MAX_ROUNDS = 64  # a batch far larger than a small layer takes one round per lay
 
 @dataclass(frozen=True)
 class BloomSpec:
-    """What a filter is sized for. ``capacity``: elements of the first layer (all shards together)."""
+    """What a filter is sized for. ``capacity``: elements of the first layer (all shards together); the other
+    defaults are the settings registry's (CRAWLFLEET_BLOOM_*, messaging/settings.py)."""
 
     capacity: int
-    error_rate: float = 0.0001
-    groups: int = 2
-    shards: int = 16
-    counting: bool = False
-    growth: int = 2
-    tightening: float = 0.5
-    memory_slack: float = 0.0
+    error_rate: float = SETTINGS["CRAWLFLEET_BLOOM_ERROR_RATE"].default
+    groups: int = SETTINGS["CRAWLFLEET_BLOOM_GROUPS"].default
+    shards: int = SETTINGS["CRAWLFLEET_BLOOM_SHARDS"].default
+    counting: bool = SETTINGS["CRAWLFLEET_BLOOM_COUNTING"].default
+    growth: int = SETTINGS["CRAWLFLEET_BLOOM_GROWTH"].default
+    tightening: float = SETTINGS["CRAWLFLEET_BLOOM_TIGHTENING"].default
+    memory_slack: float = SETTINGS["CRAWLFLEET_BLOOM_MEMORY_SLACK"].default
     max_part_bytes: int = sizing.MAX_PART_BYTES
 
     def __post_init__(self) -> None:
@@ -83,7 +85,8 @@ class BloomSpec:
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> BloomSpec:
-        return cls(**json.loads(raw))
+        # A spec stored without memory_slack was sized with none: never resize an existing filter by a new default.
+        return cls(**{"memory_slack": 0.0, **json.loads(raw)})
 
 
 def stored_spec(redis: Any, namespace: str, spec: BloomSpec) -> BloomSpec:

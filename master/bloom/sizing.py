@@ -243,10 +243,6 @@ class LayerPlan:
         """Length of each part string (every group's cells)."""
         return tuple(self.groups * cells * self.cell_bits // 8 for cells in self.part_cells)
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(self.part_bytes)
-
     def false_positive_rate(self, elements: float) -> float:
         return false_positive_rate(elements, self.cells, self.k, self.groups)
 

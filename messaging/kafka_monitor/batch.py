@@ -21,41 +21,22 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from messaging import keys
+from messaging.scripts import lua_source
 from messaging.tasks import PUSH_SEEDS_LUA, CrawlFields, Task, push_seeds_call
 from messaging.validation import Rejected, Request
 
 ENQUEUED, QUEUED_ALREADY, DUPLICATE, STORED, REJECTED = "enqueued", "queued-already", "duplicate", "stored", "rejected"
 REDELIVERED = "redelivered"  # the same Kafka record again (a retry or a redelivery): already accepted, not re-enqueued
 
-# The intake's guarded push: PUSH_SEEDS_LUA itself (the one push mechanism, run as a local function), plus the
-# delivery that set each guard. A guard holds ``<topic>/<partition>/<offset>|<code>`` of the record that first
-# carried the content, so that the same record delivered again (the monitor died after the write, before the
-# commit; or the batch is retried) is told apart from another request with the same content.
-# KEYS: those of PUSH_SEEDS_LUA. ARGV: n, n delivery ids, then the ARGV of PUSH_SEEDS_LUA.
-# Per task: PUSH_SEEDS_LUA's codes (1 new, 0 already in seeds, -1 duplicate), or 2 / 3 for a redelivery of a
-# record that was first answered with 1 / 0.
-INTAKE_PUSH_LUA = (
-    "local function push(KEYS, ARGV)\n" + PUSH_SEEDS_LUA + "\nend\n" + """
-local n = tonumber(ARGV[1])
-local push_args = {}
-for i = n + 2, #ARGV do push_args[#push_args + 1] = ARGV[i] end
-local earlier = {}
-for i = 1, n do earlier[i] = redis.call('GET', KEYS[3 + i]) end
-local out = push(KEYS, push_args)
-for i = 1, n do
-  local delivery = ARGV[1 + i]
-  local before = earlier[i]
-  if before and string.sub(before, 1, #delivery + 1) == delivery .. '|' then
-    out[i] = 2 + (1 - tonumber(string.sub(before, #delivery + 2)))
-  elseif out[i] >= 0 then
-    redis.call('SET', KEYS[3 + i], delivery .. '|' .. out[i], 'XX', 'EX', push_args[1])
-  end
-end
-return out
-""")
+# The intake's guarded push (lua/intake_push.lua): PUSH_SEEDS_LUA itself, run as a local function, then the guard
+# of each request's delivery.
+KAFKA_MONITOR_LUA = Path(__file__).with_name("lua")  # the Kafka monitor's scripts
+INTAKE_PUSH_LUA = ("local function push(KEYS, ARGV)\n" + PUSH_SEEDS_LUA + "\nend\n"
+                   + lua_source(KAFKA_MONITOR_LUA / "intake_push.lua"))
 
 def pipeline_eval(pipe: Any, script: str, script_keys: list[str], args: list[Any]) -> None:
     """Queue a Lua call on a pipeline as EVAL: redis-py refuses EVALSHA (and ``eval()``) in a Redis Cluster

@@ -23,7 +23,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError
 
-from messaging import clients, keys
+from messaging import clients, keys, modules
 from messaging.answers import answer_for, failed_record
 from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
@@ -33,7 +33,7 @@ from messaging.settings import Settings
 from messaging.stats import Stats
 from messaging.validation import Rejected, parse_request
 
-MODULE = "kafka-monitor"
+MODULE = modules.KAFKA_MONITOR
 RETRY_PAUSE = 2.0
 WATER_CHECK_INTERVAL = 0.5
 logger = logging.getLogger("crawlfleet.kafka_monitor")

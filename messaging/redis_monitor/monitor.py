@@ -18,7 +18,7 @@ import threading
 import uuid as uuidlib
 from typing import Any
 
-from messaging import clients, keys
+from messaging import clients, keys, modules
 from messaging.answers import ERROR, OK, answer
 from messaging.clock import Clock, SystemClock
 from messaging.plugins import load_plugins
@@ -28,7 +28,7 @@ from messaging.service import run_service
 from messaging.settings import Settings
 from messaging.stats import Stats
 
-MODULE = "redis-monitor"
+MODULE = modules.REDIS_MONITOR
 SCAN_COUNT = 1000
 OUTAGE_REPORT_SECONDS = 30.0  # while Redis or Kafka stays away, one log line this often
 logger = logging.getLogger("crawlfleet.redis_monitor")

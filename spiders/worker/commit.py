@@ -1,6 +1,6 @@
 """Committing finished tasks: their children into ``seeds``, then their leases acknowledged and counted.
 
-A task is *complete* (ARCHITECTURE.md) when its response was processed, its children are in ``seeds`` and its items
+A task is *complete* (docs/architecture.md) when its response was processed, its children are in ``seeds`` and its items
 are stored. The scheduler hands finished tasks here (items already stored); :meth:`Committer.commit` settles a whole
 batch of them in a few round trips, whatever its size:
 

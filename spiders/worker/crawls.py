@@ -1,6 +1,6 @@
 """What a worker knows of each crawl: its rule, limits, cookies and state, read from ``crawl:<crawlid>``.
 
-The rule is stored once per crawl (ARCHITECTURE.md, step 1), not in every task, so a worker reads it the first time
+The rule is stored once per crawl (docs/architecture.md, step 2), not in every task, so a worker reads it the first time
 it meets the crawl and keeps it. The state (running, stopped, finished) and the limits are read again after
 CRAWLFLEET_CRAWL_REFRESH seconds, so that a stop reaches every worker within that time.
 

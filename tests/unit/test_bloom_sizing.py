@@ -96,7 +96,7 @@ def test_parts_waste_almost_nothing_and_respect_the_cap(array_bytes):
 
 
 def test_layer_plan_meets_the_rate_within_five_percent_of_the_optimum():
-    spec = BloomSpec(capacity=1_000_000, error_rate=0.0001, groups=2, shards=16)
+    spec = BloomSpec(capacity=1_000_000, error_rate=0.0001, groups=2, shards=16, memory_slack=0.0)
     layer = spec.layer(0)
     assert layer.capacity == 62_500
     assert layer.false_positive_rate(layer.capacity) <= 0.0001
@@ -107,7 +107,8 @@ def test_layer_plan_meets_the_rate_within_five_percent_of_the_optimum():
 def test_headroom_covers_the_spread_between_shards_only():
     assert sizing.headroom(1_000_000, 1) == 0  # one shard holds the whole filter's load: no spread
     assert sizing.headroom(62_500, 16) == math.ceil(4 * math.sqrt(62_500 * 15 / 16))
-    one, many = BloomSpec(capacity=100_000, shards=1).layer(0), BloomSpec(capacity=100_000, shards=4).layer(0)
+    one = BloomSpec(capacity=100_000, shards=1, memory_slack=0.0).layer(0)
+    many = BloomSpec(capacity=100_000, shards=4, memory_slack=0.0).layer(0)
     assert one.limit == 100_000
     assert many.limit == 25_000 + sizing.headroom(25_000, 4)
     assert one.false_positive_rate(one.limit) <= 0.0001 and many.false_positive_rate(many.limit) <= 0.0001
@@ -134,7 +135,7 @@ def test_default_settings_stay_within_five_percent_of_the_optimum():
 
 
 def test_growth_tightens_the_rate_and_bounds_the_compound_rate():
-    spec = BloomSpec(capacity=1000, error_rate=0.001, shards=1, growth=2, tightening=0.5)
+    spec = BloomSpec(capacity=1000, error_rate=0.001, shards=1, growth=2, tightening=0.5, memory_slack=0.0)
     layers = [spec.layer(i) for i in range(12)]
     assert [layer.capacity for layer in layers[:3]] == [1000, 2000, 4000]
     compound = 1 - math.prod(1 - layer.false_positive_rate(layer.capacity) for layer in layers)
@@ -143,8 +144,8 @@ def test_growth_tightens_the_rate_and_bounds_the_compound_rate():
 
 
 def test_counting_cells_take_four_bits():
-    bits = BloomSpec(capacity=1_000_000).layer(0)
-    counters = BloomSpec(capacity=1_000_000, counting=True).layer(0)
+    bits = BloomSpec(capacity=1_000_000, memory_slack=0.0).layer(0)
+    counters = BloomSpec(capacity=1_000_000, counting=True, memory_slack=0.0).layer(0)
     needed = sizing.cells_per_group(bits.capacity, 0.0001, 2, bits.k)
     assert counters.cells >= needed and bits.cells >= needed
     assert sum(counters.part_bytes) == pytest.approx(4 * sum(bits.part_bytes), rel=0.02)
@@ -238,3 +239,17 @@ def test_packed_commands_keep_their_operations_apart():
         assert same == sorted(same)  # … in their given order within one count
         args = [a for i in sent for a in ("GET", "u1", str(int(offsets[i])))]
         assert raw == b"".join(Connection().pack_command("BITFIELD", key, *args))
+
+
+def test_spec_defaults_are_the_settings_registrys():
+    """BloomSpec's defaults are CRAWLFLEET_BLOOM_*'s, memory slack included (it was 0.0 against the setting's 0.03);
+    a spec stored without memory_slack keeps the sizing it was made with."""
+    from messaging.settings import SETTINGS
+
+    spec = BloomSpec(capacity=10)
+    assert spec.memory_slack == SETTINGS["CRAWLFLEET_BLOOM_MEMORY_SLACK"].default == 0.03
+    for field, name in (("error_rate", "ERROR_RATE"), ("groups", "GROUPS"), ("shards", "SHARDS"),
+                        ("counting", "COUNTING"), ("growth", "GROWTH"), ("tightening", "TIGHTENING")):
+        assert getattr(spec, field) == SETTINGS[f"CRAWLFLEET_BLOOM_{name}"].default, field
+    assert BloomSpec.from_json('{"capacity": 10}').memory_slack == 0.0
+    assert BloomSpec.from_json(spec.to_json()) == spec

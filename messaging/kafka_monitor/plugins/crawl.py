@@ -13,22 +13,13 @@ import json
 from typing import Any
 
 from messaging import keys
-from messaging.kafka_monitor.batch import Batch, Incoming, pipeline_eval
+from messaging.kafka_monitor.batch import KAFKA_MONITOR_LUA, Batch, Incoming, pipeline_eval
 from messaging.kafka_monitor.plugins import Plugin
+from messaging.scripts import lua_source
 from messaging.tasks import DEFAULT_PRIORITY, CrawlFields, CrawlState, Task
 from messaging.validation import CRAWL, Rejected
 
-# KEYS[1]: crawl:<id>. ARGV: state field, stopped, running, created field, url field, start url, then field/value
-# pairs. Returns 0 when the crawl is stopped (nothing written), 1 otherwise.
-_UPSERT = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 0 end
-local t = redis.call('TIME')
-redis.call('HSETNX', KEYS[1], ARGV[4], t[1])
-redis.call('HSETNX', KEYS[1], ARGV[5], ARGV[6])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3], unpack(ARGV, 7))
-redis.call('PERSIST', KEYS[1])
-return 1
-"""
+_UPSERT = lua_source(KAFKA_MONITOR_LUA / "crawl_upsert.lua")  # refuses a stopped crawl, else stores the request
 
 _OPTIONAL = (CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES)
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from messaging import keys
+from messaging import keys, modules
 from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.stats import RollingCounter, StepCounter
 
-MODULES = ("kafka-monitor", "redis-monitor", "crawler", "master")
+MODULES = modules.STATS_MODULES
 SCAN_COUNT = 1000
 
 
@@ -44,9 +44,9 @@ def module_stats(redis: Any, module: str) -> dict[str, Any]:
         else:
             counters[parsed.plugin][parsed.window] = RollingCounter(redis, key, int(parsed.window)).value()
     result: dict[str, Any] = {"alive": dict(sorted(alive.items())), "plugins": _sorted(counters)}
-    if module == "crawler":
+    if module == modules.CRAWLER:
         result["spider_types"] = _by_spider_type(counters)
-    if module == "master":
+    if module == modules.MASTER:
         result["seeds"] = int(redis.zcard(keys.SEEDS))
         result["workers"] = int(redis.zcard(keys.WORKERS))
         result["managers"] = int(redis.zcard(keys.MANAGERS))
@@ -95,5 +95,5 @@ class StatsPlugin(Plugin):
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         wanted = request["stats"]
-        modules = modules_present(context.redis) if wanted == "all" else [wanted]
-        return {"stats": wanted, "modules": {module: module_stats(context.redis, module) for module in modules}}
+        names = modules_present(context.redis) if wanted == modules.ALL else [wanted]
+        return {"stats": wanted, "modules": {module: module_stats(context.redis, module) for module in names}}

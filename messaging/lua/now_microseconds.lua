@@ -1,0 +1,7 @@
+-- `now` in microseconds (messaging/clock.py): from ARGV[1] when the caller passes an explicit time (simulations,
+-- tests), else from the Redis server's clock. Prepended to the politeness scripts (master/politeness.py).
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
