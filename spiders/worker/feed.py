@@ -47,6 +47,7 @@ from spiders.worker.crawls import CrawlCatalog
 logger = logging.getLogger(__name__)
 MIN_IDLE_BACKOFF = 0.05
 COMMIT_BATCH = 500
+TAKE_BATCH = 8  # politeness steps per round trip (Politeness.take_many): 2 round trips for up to 8 tasks, not 16
 
 
 def default_job_id(spider_type: str) -> str:
@@ -80,6 +81,7 @@ class TaskFeed:
         self.clock = clock
         self.proxies = proxies  # spiders.proxies.ProxyChooser when this spider type crawls through proxies
         self.proxy_of: dict[str, Any] = {}  # leased task -> the proxy its per-IP window was taken for
+        self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
         self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
                                max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
         self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
@@ -185,10 +187,13 @@ class TaskFeed:
         """Take tasks until the prefetch is full or nothing can be taken now; True when something was taken."""
         taken = False
         while not self.paused and len(self.ready) < self.config.prefetch and not self._stopping.is_set():
-            result = self.walk.poll()
-            if result is None or result.lease is None:
-                break
-            lease = result.lease
+            if self._extra:  # taken by the last step batch, beyond the lease the walk was given
+                lease = self._extra.popleft()
+            else:
+                result = self.walk.poll()
+                if result is None or result.lease is None:
+                    break
+                lease = result.lease
             task = lease.task
             crawl = self.catalog.load([task.crawlid]).get(task.crawlid)
             self.held[lease.member] = (lease, self.clock())
@@ -210,24 +215,36 @@ class TaskFeed:
         return taken
 
     def _take(self, domain: str) -> TakeResult:
-        """The politeness step; through proxies, the per-IP window is each proxy's exit address, tried in turn."""
+        """The politeness step, in batches of up to :data:`TAKE_BATCH` steps per round trip while there is room in
+        the prefetch (the walk gets the first lease, the others wait in ``_extra``); through proxies, the per-IP
+        window is each proxy's exit address, tried in turn."""
+        limit = max(1, min(TAKE_BATCH, self.config.prefetch - len(self.ready)))
         candidates = self.proxies.candidates(domain) if self.proxies is not None else []
         if not candidates:
-            return self.politeness.take(domain)
+            return self._first(self.politeness.take_many(domain, limit))
         removed: list[Task] = []
         closest: TakeResult | None = None
         for proxy in candidates:
-            result = self.politeness.take(domain, ip=proxy.address)
-            removed += result.removed
-            if result.outcome == Outcome.TAKEN and result.lease is not None:
-                self.proxy_of[result.lease.member] = proxy
-            if result.outcome != Outcome.THROTTLED:
-                result.removed = removed
-                return result
-            if closest is None or result.wait < closest.wait:
-                closest = result
+            results = self.politeness.take_many(domain, limit, ip=proxy.address)
+            removed += results[0].removed
+            for result in results:
+                if result.lease is not None:
+                    self.proxy_of[result.lease.member] = proxy
+            if results[0].outcome != Outcome.THROTTLED:
+                results[0].removed = removed
+                return self._first(results)
+            if closest is None or results[0].wait < closest.wait:
+                closest = results[0]
         closest.removed = removed
         return closest
+
+    def _first(self, results: list[TakeResult]) -> TakeResult:
+        now = self.clock()
+        for result in results[1:]:
+            if result.lease is not None:
+                self.held[result.lease.member] = (result.lease, now)  # renewed like every lease held
+                self._extra.append(result.lease)
+        return results[0]
 
     def _removed(self, tasks: list[Task]) -> None:
         """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) leave their crawl's counts."""

@@ -1,0 +1,54 @@
+"""Politeness.take_many: up to N steps in two round trips, with exactly the windows of N calls of take()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from master.config_watch import StaticSiteConfig
+from master.politeness import Outcome, Politeness
+from master.robots_cache import RobotsCache
+from messaging import keys
+from messaging.siteconfig import Rate
+from messaging.tasks import Task, queue_score
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_700_000_000.0
+DOMAIN = "site.test"
+
+
+def queue(redis: Any, paths: list[str]) -> list[Task]:
+    tasks = [Task(url=f"http://{DOMAIN}{path}", crawlid="c", spider_type="list") for path in paths]
+    redis.zadd(keys.queue("j", DOMAIN), {t.encode(): queue_score(100, n) for n, t in enumerate(tasks)})
+    return tasks
+
+
+@pytest.fixture(params=["single", pytest.param("cluster", marks=pytest.mark.cluster)])
+def svc(request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue("cf" if request.param == "single" else "cf_cluster")
+
+
+def test_a_batch_stops_where_the_window_is_full(svc: Any) -> None:
+    redis = svc.redis()
+    tasks = queue(redis, [f"/p{n}" for n in range(10)])
+    engine = Politeness(redis, "j", "list", "10.0.0.1", StaticSiteConfig(Rate(5, 60)))
+    results = engine.take_many(DOMAIN, 8, now=T0)
+    assert [r.outcome for r in results] == [Outcome.TAKEN] * 5 + [Outcome.THROTTLED]
+    assert [r.task.url for r in results[:5]] == [t.url for t in tasks[:5]]  # in queue order
+    assert redis.zcard(keys.throttle_type("list", DOMAIN)) == 5 == redis.zcard(keys.throttle_ip("10.0.0.1", DOMAIN))
+    assert redis.zcard(keys.queue("j", DOMAIN)) == 5 and redis.zcard(keys.inflight("j", DOMAIN)) == 5
+    assert results[-1].wait == pytest.approx(60.0)
+
+
+def test_disallowed_heads_are_dropped_and_the_allowed_ones_taken(svc: Any) -> None:
+    redis = svc.redis()
+    robots = RobotsCache(redis, lambda url: "User-agent: *\nDisallow: /private/\n")
+    queue(redis, ["/a", "/private/1", "/b", "/private/2", "/c"])
+    engine = Politeness(redis, "j", "list", "10.0.0.1", StaticSiteConfig(Rate(100, 60)), robots=robots)
+    results = engine.take_many(DOMAIN, 8, now=T0)
+    assert [r.task.url.rsplit("/", 1)[1] for r in results] == ["a", "b", "c"]
+    assert sorted(t.url for t in results[0].removed) == [f"http://{DOMAIN}/private/1", f"http://{DOMAIN}/private/2"]
+    assert redis.zcard(keys.queue("j", DOMAIN)) == 0
+    assert engine.take_many(DOMAIN, 8, now=T0)[0].outcome == Outcome.EMPTY
