@@ -268,7 +268,7 @@ define("CRAWLFLEET_PREFETCH", 32,
        "Tasks a worker keeps leased ahead of its downloader (taken through the politeness step by a background "
        "thread, so the reactor never waits on Redis). Twice CONCURRENT_REQUESTS keeps the downloader busy.",
        group="worker", parse=int)
-define("CRAWLFLEET_COMMIT_INTERVAL", 0.2,
+define("CRAWLFLEET_COMMIT_INTERVAL", 0.5,
        "Seconds a worker gathers finished tasks before committing them in one batch (children to seeds, then the "
        "leases acknowledged and counted).", group="worker", parse=float)
 define("CRAWLFLEET_IDLE_BACKOFF_MAX", 2.0,

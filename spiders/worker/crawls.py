@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from messaging import keys
@@ -24,6 +24,7 @@ from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
 MAX_CRAWLS = 4096  # crawls remembered by one worker; the least recently loaded are forgotten first
+MUTABLE_FIELDS = [CrawlFields.STATE, CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES]
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,27 @@ class CrawlCatalog:
         """Read the given crawls that are unknown or stale (all of them with ``force``) in one round trip."""
         wanted = sorted(set(crawlids)) if force else sorted(self.stale(crawlids))
         if wanted:
+            # a crawl already known only has its state and limits read again: its rule does not change
+            known = {crawlid: self._crawls[crawlid] for crawlid in wanted
+                     if crawlid in self._crawls and self._crawls[crawlid].rule}
             pipe = self.redis.pipeline(transaction=False)
             for crawlid in wanted:
-                pipe.hgetall(keys.crawl(crawlid))
+                if crawlid in known:
+                    pipe.hmget(keys.crawl(crawlid), MUTABLE_FIELDS)
+                else:
+                    pipe.hgetall(keys.crawl(crawlid))
             now = self.clock()
-            fresh = {crawlid: CrawlInfo.from_hash(crawlid, data or {}, now)
-                     for crawlid, data in zip(wanted, pipe.execute(), strict=True)}
+            fresh = {}
+            for crawlid, data in zip(wanted, pipe.execute(), strict=True):
+                if crawlid in known:
+                    values = dict(zip(MUTABLE_FIELDS, (as_text(v) if v is not None else None for v in data),
+                                      strict=True))
+                    fresh[crawlid] = replace(
+                        known[crawlid], state=values[CrawlFields.STATE] or "", loaded_at=now,
+                        maxdepth=_int(values[CrawlFields.MAXDEPTH]), max_pages=_int(values[CrawlFields.MAX_PAGES]),
+                        domain_max_pages=_int(values[CrawlFields.DOMAIN_MAX_PAGES]))
+                else:
+                    fresh[crawlid] = CrawlInfo.from_hash(crawlid, data or {}, now)
             with self._lock:
                 crawls = {**self._crawls, **fresh}
                 if len(crawls) > MAX_CRAWLS:
