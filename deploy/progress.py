@@ -23,9 +23,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from master.registry import WorkerRegistry
+from master.registry import WorkerRegistry, queue_depths
 from master.weights import measure
 from messaging import keys
+from messaging.clients import as_text
 from messaging.clock import RedisClock
 
 RATE_WINDOW_SECONDS = 60.0
@@ -120,8 +121,8 @@ def lifetime_completions(redis: Any, jobs: Sequence[str]) -> dict[str, int]:
 
 
 def _crawl(redis: Any, mongo_db: Any, crawl: SubmittedCrawl, now: float) -> CrawlProgress:
-    fields = {_text(k): _text(v) for k, v in redis.hgetall(keys.crawl(crawl.crawlid)).items()}
-    domains = [_text(domain) for domain in redis.smembers(keys.crawl_domains(crawl.crawlid))]
+    fields = {as_text(k): as_text(v) for k, v in redis.hgetall(keys.crawl(crawl.crawlid)).items()}
+    domains = [as_text(domain) for domain in redis.smembers(keys.crawl_domains(crawl.crawlid))]
     pipe = redis.pipeline(transaction=False)
     pipe.hget(keys.PENDING_SEEDS, crawl.crawlid)
     for domain in domains:
@@ -152,39 +153,13 @@ def _workers(redis: Any, jobs: Mapping[str, str], baseline: Mapping[str, int],
     done = lifetime_completions(redis, list(jobs))
     started = {job: info.started for job, info in infos.items()}
     rates = measure(registry, started, RedisClock(redis).now(), window_minutes) if started else {}
-    depths = _depths(redis, list(jobs))
+    depths = queue_depths(redis, list(jobs))
     return tuple(
         WorkerProgress(job=job, spider_type=spider, registered=job in live, queued=depths[job][0],
                        leased=depths[job][1], pages=max(0, done.get(job, 0) - baseline.get(job, 0)),
                        weight=rates[job].rate if job in rates else None)
         for job, spider in jobs.items()
     )  # fmt: skip
-
-
-def _depths(redis: Any, jobs: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """(queued, leased) tasks of each job over all its domains."""
-    pipe = redis.pipeline(transaction=False)
-    for job in jobs:
-        pipe.smembers(keys.job_domains(job))
-    domains = {job: [_text(d) for d in members] for job, members in zip(jobs, pipe.execute(), strict=True)}
-    pipe = redis.pipeline(transaction=False)
-    for job in jobs:
-        for domain in domains[job]:
-            pipe.zcard(keys.queue(job, domain))
-            pipe.zcard(keys.inflight(job, domain))
-    counts = iter(pipe.execute())
-    result = {}
-    for job in jobs:
-        queued = leased = 0
-        for _ in domains[job]:
-            queued += next(counts)
-            leased += next(counts)
-        result[job] = (queued, leased)
-    return result
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # --- rendering (pure) --------------------------------------------------------------------------------------------

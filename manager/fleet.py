@@ -12,13 +12,13 @@ pages of the last minute by spider type and HTTP status, via the Redis monitor's
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 from manager.registry import ManagerRegistry
-from master.registry import WorkerRegistry
+from master.registry import WorkerRegistry, queue_depths
 from master.weights import measure, minute_of
 from messaging import keys
+from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, task_keys
 from messaging.redis_monitor.plugins.stats import module_stats
@@ -27,10 +27,6 @@ from messaging.tasks import CrawlFields, Task
 CRAWLS_SHOWN = 100
 TASKS_SCANNED = 200_000  # bound of the one pass over queues and leases that splits them by crawl
 PAGES_WINDOW = "60"  # the crawler counter window that is "pages per minute"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def workers(redis: Any, window_minutes: int) -> list[dict[str, Any]]:
@@ -52,25 +48,6 @@ def workers(redis: Any, window_minutes: int) -> list[dict[str, Any]]:
             "completed": activity[job][1], "queued": depths[job][0], "leased": depths[job][1],
             "last_heartbeat": live.get(job), "started": info.started,
         })  # fmt: skip
-    return result
-
-
-def queue_depths(redis: Any, jobs: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """(queued, leased) tasks of each job over all its domains."""
-    pipe = redis.pipeline(transaction=False)
-    for job in jobs:
-        pipe.smembers(keys.job_domains(job))
-    domains = {job: [_text(d) for d in members] for job, members in zip(jobs, pipe.execute(), strict=True)}
-    pipe = redis.pipeline(transaction=False)
-    for job in jobs:
-        for domain in domains[job]:
-            pipe.zcard(keys.queue(job, domain))
-            pipe.zcard(keys.inflight(job, domain))
-    counts = iter(pipe.execute())
-    result = {}
-    for job in jobs:
-        pairs = [(next(counts), next(counts)) for _ in domains[job]]
-        result[job] = (sum(q for q, _ in pairs), sum(li for _, li in pairs))
     return result
 
 
@@ -102,16 +79,16 @@ def stats(redis: Any, window_minutes: int) -> dict[str, Any]:
 
 def crawls(redis: Any, limit: int = CRAWLS_SHOWN) -> list[dict[str, Any]]:
     """The latest crawls with their progress: pages, items, tasks in seeds, queued, leased, state."""
-    ids = [_text(c) for c in redis.smembers(keys.CRAWLS)]
+    ids = [as_text(c) for c in redis.smembers(keys.CRAWLS)]
     pipe = redis.pipeline(transaction=False)
     for crawlid in ids:
         pipe.hgetall(keys.crawl(crawlid))
     pipe.hgetall(keys.PENDING_SEEDS)
     *hashes, in_seeds = pipe.execute()
-    seeds = {_text(k): int(v) for k, v in in_seeds.items()}
+    seeds = {as_text(k): int(v) for k, v in in_seeds.items()}
     rows = []
     for crawlid, raw in zip(ids, hashes, strict=True):
-        data = {_text(k): _text(v) for k, v in raw.items()}
+        data = {as_text(k): as_text(v) for k, v in raw.items()}
         rows.append({
             "crawlid": crawlid, "state": data.get(CrawlFields.STATE, "unknown"),
             "spider_type": data.get(CrawlFields.SPIDER_TYPE, ""), "url": data.get(CrawlFields.URL, ""),

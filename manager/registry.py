@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from messaging import keys
+from messaging.clients import as_text
 from messaging.clock import RedisClock
 
 
@@ -50,15 +51,15 @@ class ManagerRegistry:
     def live(self) -> list[ManagerInfo]:
         now = self.clock.now()
         for stale in self.redis.zrangebyscore(keys.MANAGERS, "-inf", f"({now - self.ttl!r}"):
-            self.leave(_text(stale))
-        hosts = [(_text(host), float(score)) for host, score in self.redis.zrange(keys.MANAGERS, 0, -1,
+            self.leave(as_text(stale))
+        hosts = [(as_text(host), float(score)) for host, score in self.redis.zrange(keys.MANAGERS, 0, -1,
                                                                                  withscores=True)]
         pipe = self.redis.pipeline(transaction=False)
         for host, _ in hosts:
             pipe.hgetall(keys.manager(host))
         result = []
         for (host, beat), raw in zip(hosts, pipe.execute(), strict=True):
-            data = {_text(k): _text(v) for k, v in raw.items()}
+            data = {as_text(k): as_text(v) for k, v in raw.items()}
             if "url" in data:
                 result.append(ManagerInfo(host, data["url"], data.get("node_name", host),
                                           int(data.get("max_proc") or 0), int(data.get("running") or 0),
@@ -67,8 +68,4 @@ class ManagerRegistry:
 
     def url_of(self, host: str) -> str | None:
         url = self.redis.hget(keys.manager(host), "url")
-        return _text(url) if url is not None else None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        return as_text(url) if url is not None else None

@@ -234,3 +234,22 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
 
 def _clock_now(clock: Clock | None) -> float | None:
     return clock.now() if clock is not None else None
+
+
+def queue_depths(redis: Any, jobs: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """(queued, leased) tasks of each job over all its domains, in two pipelined round trips."""
+    pipe = redis.pipeline(transaction=False)
+    for job in jobs:
+        pipe.smembers(keys.job_domains(job))
+    domains = {job: [as_text(d) for d in members] for job, members in zip(jobs, pipe.execute(), strict=True)}
+    pipe = redis.pipeline(transaction=False)
+    for job in jobs:
+        for domain in domains[job]:
+            pipe.zcard(keys.queue(job, domain))
+            pipe.zcard(keys.inflight(job, domain))
+    counts = iter(pipe.execute())
+    result = {}
+    for job in jobs:
+        pairs = [(next(counts), next(counts)) for _ in domains[job]]
+        result[job] = (sum(queued for queued, _ in pairs), sum(leased for _, leased in pairs))
+    return result
