@@ -23,6 +23,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "bloom_groups": [],
     "extraction": [],
     "crawl": ["--pages", "3000"],
+    "scaling": [],
 }
 
 
