@@ -223,9 +223,10 @@ define("CRAWLFLEET_DISPATCH_BATCH", 1000, "Most tasks moved from seeds to worker
 define("CRAWLFLEET_DISPATCH_SCAN", 20000,
        "Most seeds entries looked at per dispatch round when searching for tasks of spider types that have "
        "workers with room (tasks of other types wait without blocking them).", group="master", parse=int)
-define("CRAWLFLEET_DISPATCH_INTERVAL", 1.0,
-       "Seconds the dispatcher waits when a round moved nothing (no tasks, no room).", group="master",
-       parse=float)
+define("CRAWLFLEET_DISPATCH_INTERVAL", 0.2,
+       "Seconds the dispatcher waits when a round moved nothing (no tasks, no room). Every link a page leads to waits "
+       "up to this long in seeds, so a chain of pages (pagination) is crawled at most one page per interval.",
+       group="master", parse=float)
 define("CRAWLFLEET_FINISH_INTERVAL", 2.0,
        "Seconds between the master's checks of crawls that may be finished.", group="master", parse=float)
 
@@ -268,10 +269,11 @@ define("CRAWLFLEET_PREFETCH", 32,
        "Tasks a worker keeps leased ahead of its downloader (taken through the politeness step by a background "
        "thread, so the reactor never waits on Redis). Twice CONCURRENT_REQUESTS keeps the downloader busy.",
        group="worker", parse=int)
-define("CRAWLFLEET_COMMIT_INTERVAL", 0.5,
+define("CRAWLFLEET_COMMIT_INTERVAL", 0.1,
        "Seconds a worker gathers finished tasks before committing them in one batch (children to seeds, then the "
-       "leases acknowledged and counted).", group="worker", parse=float)
-define("CRAWLFLEET_IDLE_BACKOFF_MAX", 2.0,
+       "leases acknowledged and counted). A page's links reach seeds this much later: longer is fewer round trips, "
+       "shorter a faster walk down chains of pages.", group="worker", parse=float)
+define("CRAWLFLEET_IDLE_BACKOFF_MAX", 0.25,
        "Longest pause (seconds) between two looks at an idle worker's queues; the pause doubles from 50 ms while "
        "nothing is found.", group="worker", parse=float)
 define("CRAWLFLEET_CRAWL_REFRESH", 2.0,
