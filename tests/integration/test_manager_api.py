@@ -77,7 +77,7 @@ def manager(cf: Isolated, procs: Processes, tmp_path: Path) -> ManagerProcess:
 def test_scrapyd_client_drives_the_manager(manager: ManagerProcess, tmp_path: Path) -> None:
     client = ScrapydClient(manager.url)
     assert client.projects() == ["crawlfleet"]
-    assert client.spiders("crawlfleet") == ["list", "universal"]
+    assert client.spiders("crawlfleet") == ["list", "proxy", "universal"]  # proxy: the pool's collector
     assert client.versions("crawlfleet") == []
     status = client.daemonstatus()
     assert status["status"] == "ok" and status["node_name"] == f"node-{manager.port}" and status["running"] == 0
@@ -108,7 +108,7 @@ def test_scrapyd_client_drives_the_manager(manager: ManagerProcess, tmp_path: Pa
     cli = [sys.executable, "-m", "scrapyd_client"]
     out = subprocess.run([*cli, "spiders", "-p", "crawlfleet"], cwd=project, env=env, capture_output=True,
                          text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.split() == ["crawlfleet:", "list", "universal"], out.stderr
+    assert out.returncode == 0 and out.stdout.split() == ["crawlfleet:", "list", "proxy", "universal"], out.stderr
     out = subprocess.run([*cli, "schedule", "-p", "crawlfleet", "universal", "--arg", "note=cli"], cwd=project,
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "crawlfleet / universal => " in out.stdout, out.stderr
