@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
 import click
+
+from deploy.cli_worker import project_settings
 
 
 @click.group()
@@ -23,19 +24,9 @@ def proxies() -> None:
 @click.option("-s", "--set", "overrides", multiple=True, metavar="NAME=VALUE", help="A Scrapy setting.")
 def collect(urls: tuple[str, ...], rule: str | None, overrides: tuple[str, ...]) -> None:
     """Read the proxy-list pages once (spider ``proxy``) and upsert every proxy into the pool."""
-    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", "spiders.settings")
     from scrapy.crawler import CrawlerProcess
-    from scrapy.utils.project import get_project_settings
 
-    from messaging.settings import load
-
-    settings = get_project_settings()
-    settings.set("LOG_LEVEL", load().log_level, priority="cmdline")
-    for override in overrides:
-        name, sep, value = override.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"expected NAME=VALUE, got {override!r}", param_hint="-s")
-        settings.set(name, value, priority="cmdline")
+    settings = project_settings(overrides)
     arguments: dict[str, Any] = {}
     if urls:
         arguments["urls"] = list(urls)

@@ -4,10 +4,29 @@ project root, with the fleet's settings module and a job id)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
 SPIDER_TYPES = ("list", "universal")
+
+
+def project_settings(overrides: tuple[str, ...] = ()) -> Any:
+    """The Scrapy project's settings (``spiders.settings``), the log level of CRAWLFLEET_LOG_LEVEL and ``-s NAME=VALUE``
+    overrides, as ``scrapy crawl`` would have them."""
+    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", "spiders.settings")
+    from scrapy.utils.project import get_project_settings
+
+    from messaging.settings import load
+
+    settings = get_project_settings()
+    settings.set("LOG_LEVEL", load().log_level, priority="cmdline")
+    for override in overrides:
+        name, sep, value = override.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"expected NAME=VALUE, got {override!r}", param_hint="-s")
+        settings.set(name, value, priority="cmdline")
+    return settings
 
 
 @click.command("worker")
@@ -19,21 +38,12 @@ SPIDER_TYPES = ("list", "universal")
               help="A Scrapy setting (as scrapy crawl -s), e.g. -s CONCURRENT_REQUESTS=32.")
 def worker(spider_type: str, job: str | None, overrides: tuple[str, ...]) -> None:
     """Crawl tasks of one spider type from this job's queues until SIGTERM (which hands its tasks back)."""
-    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", "spiders.settings")
     from scrapy.crawler import CrawlerProcess
-    from scrapy.utils.project import get_project_settings
 
-    from messaging.settings import load
     from spiders.worker.feed import default_job_id
 
-    settings = get_project_settings()
+    settings = project_settings(overrides)
     settings.set("CRAWLFLEET_JOB", job or default_job_id(spider_type), priority="cmdline")
-    settings.set("LOG_LEVEL", load().log_level, priority="cmdline")
-    for override in overrides:
-        name, sep, value = override.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"expected NAME=VALUE, got {override!r}", param_hint="-s")
-        settings.set(name, value, priority="cmdline")
     process = CrawlerProcess(settings)
     process.crawl(spider_type)
     process.start()
