@@ -25,6 +25,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from master.bloom import url_fingerprint
@@ -32,36 +33,14 @@ from master.politeness import Lease, Politeness
 from master.registry import record_completion
 from messaging import keys
 from messaging.domains import InvalidDomain, domain_of
+from messaging.scripts import lua_source
 from messaging.tasks import CrawlFields, Task, push_seeds
 from spiders.worker.crawls import CrawlCatalog
 
 logger = logging.getLogger(__name__)
 JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
 
-# KEYS[1] crawl:<id>. ARGV: max pages ('' = none), max pages per domain ('' = none), the start URL's domain,
-# then (domain, wanted)*. Reply: how many children of each domain are admitted, in order.
-_ADMIT = """
-local max_total = tonumber(ARGV[1])
-local max_domain = tonumber(ARGV[2])
-local total = tonumber(redis.call('HGET', KEYS[1], 'enqueued') or '1')
-local out = {}
-for i = 4, #ARGV, 2 do
-  local allowed = tonumber(ARGV[i + 1])
-  if max_total then allowed = math.min(allowed, max_total - total) end
-  if max_domain then
-    local field = 'enqueued:' .. ARGV[i]
-    local start = (ARGV[i] == ARGV[3]) and 1 or 0
-    local used = tonumber(redis.call('HGET', KEYS[1], field) or start)
-    allowed = math.min(allowed, max_domain - used)
-    if allowed > 0 then redis.call('HSET', KEYS[1], field, used + allowed) end
-  end
-  if allowed < 0 then allowed = 0 end
-  total = total + allowed
-  out[#out + 1] = allowed
-end
-redis.call('HSET', KEYS[1], 'enqueued', total)
-return out
-"""
+ADMIT_LUA = Path(__file__).with_name("lua") / "admit.lua"
 
 
 @dataclass
@@ -90,7 +69,7 @@ class Committer:
         self.dupefilter = dupefilter  # spiders.dupefilter.BloomDupeFilter: its per-crawl filters
         self.catalog = catalog
         self.job = politeness.job
-        self._admit = redis.register_script(_ADMIT)
+        self._admit = redis.register_script(lua_source(ADMIT_LUA))
 
     def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
         """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""

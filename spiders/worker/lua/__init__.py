@@ -1,0 +1,1 @@
+"""Lua scripts of the worker (package data: shipped with non-editable installs too)."""
