@@ -11,6 +11,7 @@ import pytest
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
 from deploy.demoweb import start_demoweb, stop_demoweb
 from deploy.procs import kill_hard, wait_for
+from master.registry import queue_depths
 from messaging import keys
 
 pytestmark = pytest.mark.e2e
@@ -28,11 +29,6 @@ def big_demoweb(tmp_path: Path) -> Iterator[dict[str, Any]]:
         stop_demoweb(tmp_path / "web")
 
 
-def leases_of(redis: Any, job: str) -> int:
-    domains = [d.decode() for d in redis.smembers(keys.job_domains(job))]
-    return sum(redis.zcard(keys.inflight(job, domain)) for domain in domains)
-
-
 def test_kill_9_of_a_worker_mid_crawl_loses_nothing(fleet: Any, big_demoweb: dict[str, Any]) -> None:
     fleet.use_demoweb(big_demoweb)
     fleet.start(masters=2)
@@ -43,7 +39,7 @@ def test_kill_9_of_a_worker_mid_crawl_loses_nothing(fleet: Any, big_demoweb: dic
                   "rule": DEMO_UNIVERSAL_RULE})
     collection = fleet.cf.mongo()["news-big"]
     wait_for(lambda: collection.estimated_document_count() >= 400, 120, "400 items stored before the kill")
-    in_flight = leases_of(fleet.redis, victim)
+    _, in_flight = queue_depths(fleet.redis, [victim])[victim]
     kill_hard(victim_proc.pid)
 
     fleet.wait_finished(["news-big"], 240)

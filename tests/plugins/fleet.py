@@ -18,9 +18,11 @@ import pytest
 from deploy.demoweb import fetch
 from deploy.demoweb.router import STATS_PATH
 from deploy.procs import wait_for
+from master.registry import queue_depths
 from messaging import clients, keys
+from messaging.answers import partitions_of
 from messaging.siteconfig import Rate, SitePaths, write_defaults
-from tests.plugins.services import Isolated, Processes, read_topic
+from tests.plugins.services import Isolated, Processes
 
 FAST = Rate(6000, 60)  # the tests' default site rate: politeness must not be what they wait for
 START_TIMEOUT = 60
@@ -78,28 +80,31 @@ class Fleet:
 
     def wait_finished(self, crawlids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
         """The ``crawl_finished`` events of the crawls, waiting at most ``timeout`` seconds for all of them."""
-        deadline = time.monotonic() + timeout
         found: dict[str, dict[str, Any]] = {}
-        while set(crawlids) - set(found):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                states = {c: self.redis.hgetall(keys.crawl(c)) for c in set(crawlids) - set(found)}
-                raise AssertionError(f"crawls did not finish in {timeout:.0f}s: {states}\n{self.diagnosis()}")
-            events = read_topic(self.cf.settings, self.cf.settings.topic_outbound, 0, timeout=1)
-            events += _poll_topic(self.cf.settings, self.cf.settings.topic_outbound, min(5.0, remaining))
-            found.update({e["crawlid"]: e for e in events if e.get("event") == "crawl_finished"})
+        consumer = clients.kafka_consumer(self.cf.settings, group_id=None)
+        try:
+            consumer.assign(partitions_of(consumer, self.cf.settings.topic_outbound))
+            consumer.seek_to_beginning()
+            deadline = time.monotonic() + timeout
+            while set(crawlids) - set(found):
+                if time.monotonic() >= deadline:
+                    states = {c: self.redis.hgetall(keys.crawl(c)) for c in set(crawlids) - set(found)}
+                    raise AssertionError(f"crawls did not finish in {timeout:.0f}s: {states}\n{self.diagnosis()}")
+                for records in consumer.poll(timeout_ms=200, max_records=5000).values():
+                    events = (json.loads(record.value) for record in records)
+                    found.update({e["crawlid"]: e for e in events if e.get("event") == "crawl_finished"})
+        finally:
+            consumer.close()
         return found
 
     def diagnosis(self) -> str:
         """What the fleet looks like now: seeds, every job's queues and leases, and the logs' last lines."""
         lines = [f"seeds: {self.redis.zcard(keys.SEEDS)}, workers: {self.redis.zrange(keys.WORKERS, 0, -1)}, "
                  f"retired: {self.redis.zrange(keys.RETIRED_WORKERS, 0, -1)}"]
+        depths = queue_depths(self.redis, list(self.workers))
         for job in self.workers:
-            domains = [d.decode() for d in self.redis.smembers(keys.job_domains(job))]
-            queued = sum(self.redis.zcard(keys.queue(job, d)) for d in domains)
-            leased = sum(self.redis.zcard(keys.inflight(job, d)) for d in domains)
             activity = self.redis.hgetall(keys.worker_activity(job))
-            lines.append(f"{job}: {queued} queued, {leased} leased, activity {activity}")
+            lines.append(f"{job}: {depths[job][0]} queued, {depths[job][1]} leased, activity {activity}")
         for name, proc, _ in self.procs.started:
             if name.startswith(("master", "worker")):
                 tail = "\n    ".join(self.procs.log(proc).splitlines()[-12:])
@@ -122,38 +127,20 @@ class Fleet:
             self._producer.close(timeout=5)
 
 
-def _poll_topic(settings: Any, topic: str, seconds: float) -> list[dict[str, Any]]:
-    """Every record of ``topic`` from the beginning, read for ``seconds``."""
-    from messaging.answers import partitions_of
-
-    consumer = clients.kafka_consumer(settings, group_id=None)
-    try:
-        consumer.assign(partitions_of(consumer, topic))
-        consumer.seek_to_beginning()
-        found: list[dict[str, Any]] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200, max_records=5000).values():
-                found.extend(json.loads(record.value) for record in records)
-        return found
-    finally:
-        consumer.close()
-
-
-@pytest.fixture
-def fleet(cf: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
-    fleet = Fleet(cf, procs, demoweb)
+def _fleet(isolated: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
+    fleet = Fleet(isolated, procs, demoweb)
     try:
         yield fleet
     finally:
         fleet.close()
+
+
+@pytest.fixture
+def fleet(cf: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
+    yield from _fleet(cf, procs, demoweb)
 
 
 @pytest.fixture
 def fleet_cluster(cf_cluster: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
     """The same fleet on the local 3-master Redis Cluster."""
-    fleet = Fleet(cf_cluster, procs, demoweb)
-    try:
-        yield fleet
-    finally:
-        fleet.close()
+    yield from _fleet(cf_cluster, procs, demoweb)
