@@ -23,23 +23,21 @@ without (nothing survives); Kafka (Tansu, memory) and MongoDB (SecantusDB, memor
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deploy import services as local_services
 from deploy.demoweb import DEFAULT_PAGES, demoweb_status, start_demoweb, stop_demoweb
-from deploy.procs import pid_alive, port_free, spawn, stop_pid, wait_for
+from deploy.procs import log_tail, pid_alive, port_free, spawn, stop_pid, wait_for
 from deploy.services.redis import RedisService
-from deploy.state import modify_state
+from deploy.state import locked, modify_state
 from messaging import clients, keys
 from messaging.identity import node_name
 from messaging.settings import SETTINGS, load, read_state
@@ -139,7 +137,7 @@ def up(run_dir: str | os.PathLike[str], spec: FleetSpec | None = None) -> dict[s
     """Start what is missing (see the module docstring); returns :func:`status` plus ``started`` (process names)."""
     spec = spec or FleetSpec()
     run_dir = Path(run_dir).resolve()
-    with _fleet_lock(run_dir):
+    with locked(run_dir, "fleet"):
         restart_redis_in_place(run_dir, spec.timeout)
         local_services.up(run_dir, local_services.Options(redis_aof=spec.redis_aof, timeout=spec.timeout))
         if spec.demoweb and not demoweb_status(run_dir)["running"]:
@@ -240,7 +238,7 @@ def _await_ready(processes: list[FleetProcess], env: Mapping[str, str], timeout:
 
     def dead() -> str | None:
         gone = [process for process in processes if not process.alive]
-        return "; ".join(f"{p.name} (pid {p.pid}) exited, see {p.log}:\n{_tail(p.log, p.log_offset)}"
+        return "; ".join(f"{p.name} (pid {p.pid}) exited, see {p.log}:\n{log_tail(p.log, p.log_offset)}"
                          for p in gone) or None
 
     try:
@@ -294,7 +292,7 @@ def _connection(env: Mapping[str, str]) -> dict[str, str]:
 def down(run_dir: str | os.PathLike[str], services: bool = True) -> list[str]:
     """Stop the fleet by PID (workers first), then (``services``) the demo web and the services; returns names."""
     run_dir = Path(run_dir).resolve()
-    with _fleet_lock(run_dir):
+    with locked(run_dir, "fleet"):
         record = read_state(run_dir).get("fleet") or {}
         processes = [FleetProcess.from_dict(data) for data in record.get("processes", [])]
         stopped = _stop_all(processes)
@@ -329,26 +327,3 @@ def status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         processes.append({**process.to_dict(), "alive": process.alive})
     return {"running": any(p["alive"] for p in processes), "owner": record.get("owner"),
             "redis_aof": record.get("redis_aof"), "started": record.get("started"), "processes": processes}
-
-
-@contextmanager
-def _fleet_lock(run_dir: Path) -> Iterator[None]:
-    """One ``up`` or ``down`` at a time per run directory (the state file's own lock covers single writes only)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "fleet.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _tail(path: str, offset: int = 0, lines: int = 15) -> str:
-    try:
-        with open(path, "rb") as log:
-            log.seek(offset)
-            text = log.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
-

@@ -156,3 +156,14 @@ def kill_hard(pid: int) -> None:
     """SIGKILL, as a crash would (fault tests); waits until the process is gone."""
     _signal(pid, signal.SIGKILL)
     wait_for(lambda: not pid_alive(pid), 10.0, f"pid {pid} to die")
+
+
+def log_tail(path: str | os.PathLike[str], offset: int = 0, lines: int = 15) -> str:
+    """The last ``lines`` lines of a child's log from byte ``offset`` on (what it wrote since then), for errors."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])

@@ -19,9 +19,11 @@ from messaging.settings import read_state, state_path
 
 
 @contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
+def locked(run_dir: Path, name: str = "state") -> Iterator[None]:
+    """An exclusive ``flock`` on ``<run_dir>/<name>.lock``: one writer of the state file (or, with another name, one
+    ``crawlfleet up``/``down``) at a time per run directory."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "state.lock", "w") as lock:
+    with open(run_dir / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -32,7 +34,7 @@ def _locked(run_dir: Path) -> Iterator[None]:
 def modify_state(run_dir: str | os.PathLike[str], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Apply ``change`` to the state under the lock and write it back atomically; returns the new state."""
     run_dir = Path(run_dir)
-    with _locked(run_dir):
+    with locked(run_dir):
         state = read_state(run_dir)
         change(state)
         path = state_path(run_dir)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.procs import pid_alive, port_free, stop_pid, wait_for
+from deploy.procs import log_tail, pid_alive, port_free, stop_pid, wait_for
 
 
 class ServiceError(RuntimeError):
@@ -78,7 +78,7 @@ class LocalService(ABC):
         try:
             wait_for(lambda: self.ready(record), timeout, f"{self.name} on port {record.ports}", 0.1, exited)
         except TimeoutError as exc:
-            raise ServiceError(f"{self.name} did not start: {exc}; log: {_tail(record.log)}") from exc
+            raise ServiceError(f"{self.name} did not start: {exc}; log: {log_tail(record.log)}") from exc
 
     def stop(self, record: ServiceRecord, timeout: float = 10.0) -> None:
         """TERM each process, wait, KILL; then wait until its ports are free (a restart must be able to bind)."""
@@ -89,11 +89,3 @@ class LocalService(ABC):
                 wait_for(lambda port=port: port_free(port, self.host), 15.0, f"port {port} to be free")
             except TimeoutError as exc:
                 raise ServiceError(f"{self.name}: {exc}") from exc
-
-
-def _tail(path: str, lines: int = 15) -> str:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
