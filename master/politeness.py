@@ -279,21 +279,22 @@ class Politeness:
             return None
         return lease.task
 
-    def complete(self, leases: Sequence[Lease]) -> list[Task]:
+    def complete(self, leases: Sequence[Lease]) -> list[Lease]:
         """Tasks are complete: acknowledge their leases and release their crawls' pending counts, atomically per
-        domain (``lua/complete.lua``), one round trip for all domains on a plain Redis. Returns the tasks whose
-        lease was still held; the caller counts exactly those for the weights (``master.registry``)."""
-        by_domain: dict[str, list[str]] = {}
+        domain (``lua/complete.lua``), one round trip for all domains on a plain Redis. Returns the leases that were
+        still held; the caller counts exactly those for the weights (``master.registry``)."""
+        by_domain: dict[str, list[Lease]] = {}
         for lease in leases:
-            by_domain.setdefault(lease.domain, []).append(lease.member)
+            by_domain.setdefault(lease.domain, []).append(lease)
         calls = []
-        for domain, members in by_domain.items():
+        for domain, held in by_domain.items():
             args: list[str] = []
-            for member in members:
-                args += [member, Task.decode(member).crawlid]
+            for lease in held:
+                args += [lease.member, lease.task.crawlid]
             calls.append((self._complete, [keys.inflight(self.job, domain), keys.lease_scores(self.job, domain),
                                            keys.pending_domain(domain)], args))
-        done = [Task.decode(member) for reply in run_scripts(self.redis, calls) for member in reply]
+        acked = {as_text(member) for reply in run_scripts(self.redis, calls) for member in reply}
+        done = [lease for lease in leases if lease.member in acked]
         refused = len(leases) - len(done)
         if refused:
             self._count("ack_refused", refused)

@@ -55,7 +55,7 @@ class Finished:
 
 @dataclass
 class CommitResult:
-    completed: list[Task] = field(default_factory=list)
+    completed: list[Lease] = field(default_factory=list)  # acknowledged now
     pushed: int = 0  # children new in seeds
     duplicates: int = 0  # children the Bloom filter had seen
     over_limit: int = 0  # children refused by max_pages / domain_max_pages
@@ -165,15 +165,15 @@ class Committer:
             pipe.execute()
         return admitted
 
-    def _count(self, batch: Sequence[Finished], completed: list[Task], digests: list[str]) -> None:
-        done = {task.encode() for task in completed}
+    def _count(self, batch: Sequence[Finished], completed: list[Lease], digests: list[str]) -> None:
+        done = {lease.member for lease in completed}
         pages: Counter[str] = Counter()
         items: Counter[str] = Counter()
         for finished in batch:
-            task = finished.lease.task
-            if task.encode() in done:
-                pages[task.crawlid] += 1
-                items[task.crawlid] += finished.items
+            if finished.lease.member in done:
+                crawlid = finished.lease.task.crawlid
+                pages[crawlid] += 1
+                items[crawlid] += finished.items
         pipe = self.redis.pipeline(transaction=False)
         for crawlid, n in pages.items():
             pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, n)
@@ -187,7 +187,7 @@ class Committer:
 
 
 def _digest(member: str) -> str:
-    return hashlib.blake2b(f"{member}".encode(), digest_size=12).hexdigest()
+    return hashlib.blake2b(member.encode(), digest_size=12).hexdigest()
 
 
 def _domain_or_empty(url: str) -> str:
