@@ -37,6 +37,7 @@ from redis.crc import key_slot
 
 from bench.crawl_cpu import Sample, cpu_between
 from messaging import keys
+from messaging.clients import as_text
 
 SEEDS_SLOT = key_slot(keys.SEEDS.encode())
 WORKERS_SLOT = key_slot(keys.WORKERS.encode())
@@ -182,24 +183,20 @@ class InfoSampler:
 
 def read_slowlog(redis: Any, since: float, until: float) -> list[LoggedCommand]:
     """The top-level commands the slow log caught in ``[since, until]`` (its timestamps are whole seconds)."""
-    positions = {_text(name).lower(): int(info.get("first_key_pos", 0)) for name, info in redis.command().items()}
+    positions = {as_text(name).lower(): int(info.get("first_key_pos", 0)) for name, info in redis.command().items()}
     entries = redis.execute_command("SLOWLOG", "GET", -1)
     commands = []
     for entry in entries:
         _, stamp, micros, args, client = entry[:5]
         if not args or not math.floor(since) <= int(stamp) <= math.ceil(until):
             continue
-        if _text(client) == SCRIPT_CLIENT:
+        if as_text(client) == SCRIPT_CLIENT:
             continue
         name = args[0].decode(errors="replace").upper()
         if name in OWN_COMMANDS:
             continue
         commands.append(LoggedCommand(name, first_key(args, positions), int(micros)))
     return commands
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def measure(run_dir: Path, pages: int, echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -224,7 +221,7 @@ def measure(run_dir: Path, pages: int, echo: Callable[[str], None] = print) -> d
                  f"{clean.pages_per_min:,.0f} pages/min")
             if clean.problems:
                 raise RuntimeError("the clean run failed its check: " + "; ".join(clean.problems))
-            old = {_text(key): _text(value) for key, value in redis.config_get("slowlog-*").items()}
+            old = {as_text(key): as_text(value) for key, value in redis.config_get("slowlog-*").items()}
             redis.config_set("slowlog-max-len", 5_000_000)
             redis.config_set("slowlog-log-slower-than", 0)
             redis.execute_command("SLOWLOG", "RESET")

@@ -14,6 +14,7 @@ from rich.table import Table
 from deploy import fleet as local_fleet
 from deploy import services as local_services
 from deploy.demoweb import DEFAULT_PAGES, DemoWebError, demoweb_status
+from messaging.clients import as_text
 from messaging.settings import load
 
 console = Console()
@@ -127,7 +128,7 @@ def _redis_has_aof(run_dir: str) -> bool:
         client = clients.redis_client(load({"CRAWLFLEET_RUN_DIR": run_dir}), socket_timeout=2)
         try:
             value = client.config_get("appendonly").get("appendonly")
-            return (value.decode() if isinstance(value, bytes) else value) == "yes"
+            return as_text(value) == "yes"
         finally:
             client.close()
     except Exception:  # Redis away: the status table already says so

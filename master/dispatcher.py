@@ -40,6 +40,7 @@ from master.weights import fill_missing, measure, minute_of
 from master.wrr import InterleavedWRR
 from messaging import keys
 from messaging.answers import dead_letter_record
+from messaging.clients import as_text
 from messaging.domains import domain_of, domain_of_host, host_problem
 from messaging.settings import SETTINGS, Settings
 from messaging.tasks import DEFAULT_PRIORITY, queue_score
@@ -136,7 +137,7 @@ class Dispatcher:
         """Recount what each job holds (its queues and leases) at most once a minute: ``out`` is a running hint."""
         due = [job for job in jobs if now - self._reconciled.get(job, -math.inf) >= RECONCILE_SECONDS]
         for job in due:
-            domains = [d.decode() if isinstance(d, bytes) else d for d in self.redis.smembers(keys.job_domains(job))]
+            domains = [as_text(d) for d in self.redis.smembers(keys.job_domains(job))]
             # a domain an older leader listed but could not land (it breaks the host rule) has no queue
             domains = [d for d in domains if host_problem(d) is None]
             pipe = self.redis.pipeline(transaction=False)
@@ -165,7 +166,7 @@ class Dispatcher:
             live = {w.info.job for w in workers}
             recent = 0
             for raw_field, raw_count in counts.items():
-                name = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
+                name = as_text(raw_field)
                 minute, _, job = name.partition(":")
                 if not minute.lstrip("-").isdigit() or int(minute) < oldest:
                     expired.setdefault(spider_type, []).append(name)
@@ -216,7 +217,7 @@ class Dispatcher:
             letters: list[DeadLetter] = []
             for raw, score in entries:
                 result.scanned += 1
-                member = raw.decode() if isinstance(raw, bytes) else raw
+                member = as_text(raw)
                 try:
                     task = _task(member)
                 except Unplaceable as exc:

@@ -246,7 +246,7 @@ class Staging:
                 continue
             staging = keys.master_staging(epoch)
             for raw_batch, blob in self.redis.hgetall(staging).items():
-                batch = raw_batch.decode() if isinstance(raw_batch, bytes) else raw_batch
+                batch = as_text(raw_batch)
                 staged = _parse(blob)
                 # a domain that breaks the host rule has no marker (an older leader failed on it before landing
                 # anything): its tasks go back to seeds, and from there to the dead letters

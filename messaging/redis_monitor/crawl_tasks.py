@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from messaging import keys
+from messaging.clients import as_text
 from messaging.tasks import Task
 
 SCAN_COUNT = 1000
@@ -37,7 +38,7 @@ def task_keys(redis: Any) -> Iterator[tuple[str, str]]:
     yield keys.SEEDS, SEEDS
     for pattern, where in ((keys.queue_pattern(), QUEUE), (keys.inflight_pattern(), INFLIGHT)):
         for key in redis.scan_iter(match=pattern, count=SCAN_COUNT, _type="zset"):
-            yield (key.decode() if isinstance(key, bytes) else key), where
+            yield as_text(key), where
 
 
 def crawl_members(redis: Any, key: str, crawlid: str) -> Iterator[tuple[bytes, Task]]:

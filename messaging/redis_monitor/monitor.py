@@ -20,6 +20,7 @@ from typing import Any
 
 from messaging import clients, keys, modules
 from messaging.answers import ERROR, OK, answer
+from messaging.clients import as_text
 from messaging.clock import Clock, SystemClock
 from messaging.plugins import load_plugins
 from messaging.redis_monitor.lease import RenewedLock
@@ -117,7 +118,7 @@ class RedisMonitor:
             for raw in self.redis.scan_iter(match=plugin.pattern, count=SCAN_COUNT):
                 if self._stop.is_set():
                     return handled
-                handled += self.handle_key(plugin, raw.decode() if isinstance(raw, bytes) else raw)
+                handled += self.handle_key(plugin, as_text(raw))
         return handled
 
     def handle_key(self, plugin: Plugin, key: str) -> int:
