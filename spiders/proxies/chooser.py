@@ -14,11 +14,11 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
 import weakref
-from collections import defaultdict
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -129,12 +129,16 @@ class LivePool:
 
 
 class ProxyChooser:
-    """``candidates(domain)``: the live proxies in the order to try them, round robin per domain."""
+    """``candidates(domain)``: the live proxies in the order to try them, round robin per domain.
+
+    The turn moves when a proxy is *used* (:meth:`used`), not when candidates are asked for: a caller that asks,
+    finds its first candidates throttled and uses none would otherwise skip proxies in a pattern of its own polls
+    (the worker's politeness step asks on every look at a domain)."""
 
     def __init__(self, pool: LivePool) -> None:
         self.pool = pool
         self._lock = threading.Lock()
-        self._turn: defaultdict[str, int] = defaultdict(int)
+        self._last: dict[str, str] = {}  # domain -> id of the proxy used last for it
 
     def candidates(self, domain: str, exclude: Collection[str] = ()) -> list[Proxy]:
         proxies = [proxy for proxy in self.pool.live() if proxy.id not in exclude]
@@ -143,14 +147,21 @@ class ProxyChooser:
         # Order by id, not speed, so that the rotation is stable while speeds change between two refreshes.
         proxies.sort(key=lambda proxy: proxy.id)
         with self._lock:
-            turn = self._turn[domain]
-            self._turn[domain] = turn + 1
-        start = turn % len(proxies)
+            last = self._last.get(domain)
+        start = 0 if last is None else bisect.bisect_right([proxy.id for proxy in proxies], last) % len(proxies)
         return proxies[start:] + proxies[:start]
+
+    def used(self, domain: str, proxy: Proxy) -> None:
+        """``proxy`` carries the domain's next request(s): the domain's next candidates start after it."""
+        with self._lock:
+            self._last[domain] = proxy.id
 
     def choose(self, domain: str, exclude: Collection[str] = ()) -> Proxy | None:
         candidates = self.candidates(domain, exclude)
-        return candidates[0] if candidates else None
+        if not candidates:
+            return None
+        self.used(domain, candidates[0])
+        return candidates[0]
 
     def report_failure(self, proxy: Proxy | str, reason: str) -> None:
         self.pool.report_failure(proxy.id if isinstance(proxy, Proxy) else proxy, reason)

@@ -229,6 +229,8 @@ class TaskFeed:
             for result in results:
                 if result.lease is not None:
                     self.proxy_of[result.lease.member] = proxy
+            if results[0].lease is not None:
+                self.proxies.used(domain, proxy)
             if results[0].outcome != Outcome.THROTTLED:
                 results[0].removed = removed
                 return self._first(results)

@@ -108,8 +108,11 @@ def test_a_rule_comes_as_json_or_from_a_file_and_may_follow_pages(tmp_path: Any)
 def test_candidates_rotate_per_domain_and_skip_excluded_and_cooling_proxies() -> None:
     clock = FakeClock()
     chooser = ProxyChooser(pool_of(proxy(1), proxy(2), proxy(3), clock=clock))
-    first = [chooser.candidates("a.test")[0].id for _ in range(4)]
+    assert [chooser.candidates("a.test")[0].id for _ in range(2)] == ["10.0.0.1:8001"] * 2  # asking is not using
+    first = [chooser.choose("a.test").id for _ in range(4)]
     assert first == ["10.0.0.1:8001", "10.0.0.2:8002", "10.0.0.3:8003", "10.0.0.1:8001"]
+    chooser.used("a.test", proxy(3))  # the worker's politeness step took a batch through the third one
+    assert chooser.candidates("a.test")[0].id == "10.0.0.1:8001"
     assert chooser.candidates("b.test")[0].id == "10.0.0.1:8001"  # each domain has its own turn
     assert [p.id for p in chooser.candidates("c.test", exclude={"10.0.0.1:8001"})] == ["10.0.0.2:8002",
                                                                                        "10.0.0.3:8003"]
