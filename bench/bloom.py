@@ -49,8 +49,8 @@ import redis as redis_py
 
 from deploy.procs import free_port, spawn, stop_pid, wait_for
 from deploy.services.redis import redis_server_bin
-from master.bloom import BloomSpec, direct, open_filter, sizing
-from master.bloom.fingerprint import url_fingerprints
+from frontier.bloom import BloomSpec, direct, open_filter, sizing
+from frontier.bloom.fingerprint import url_fingerprints
 from messaging.settings import SETTINGS
 
 SET_KEY = "bench:set"
@@ -144,7 +144,7 @@ class Timings:
 def redisbloom_add(client: redis_py.Redis, urls: list[str]) -> int:
     """RedisBloom on the same path as ours: chunk by chunk (``direct.chunk_bounds``, as ours), fingerprint then
     write ``BF.MADD`` without waiting; the replies are read after the last chunk (as
-    :class:`master.bloom.resp.Window` does for ours)."""
+    :class:`frontier.bloom.resp.Window` does for ours)."""
     pool = client.connection_pool
     connection = pool.get_connection()
     try:

@@ -6,7 +6,7 @@ The seed (fig. 5-3, 5-4) inserts 3,000,000 URLs into filters of 10,000,000 bits 
 counts the new URLs wrongly reported as seen (its formula 5-1), for 1, 2, 3 and 4 groups — each group with its
 *own* 10,000,000-bit array, so that h groups use h times the memory, and fewer false positives follow from the
 memory, not from the groups. This benchmark inserts the same kind of URLs, with crawlfleet's fingerprints and cell
-positions (``master.bloom.fingerprint.positions``, the Lua scripts' computation, vectorised here), and counts the
+positions (``frontier.bloom.fingerprint.positions``, the Lua scripts' computation, vectorised here), and counts the
 false positives of three layouts per h (sampled at 300,000 URLs and 1,000,000 bits, the counts match the model within
 a few percent):
 
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench.bloom import inserted_urls
-from master.bloom.fingerprint import hash_batch, url_fingerprints
+from frontier.bloom.fingerprint import hash_batch, url_fingerprints
 
 CHUNK = 10_000
 

@@ -18,8 +18,8 @@ import sys
 import time
 
 from bench.dispatch_sim import redis_for_bench
+from frontier.registry import WorkerInfo, WorkerRegistry, record_completion
 from master.dispatcher import DispatchConfig, Dispatcher
-from master.registry import WorkerInfo, WorkerRegistry, record_completion
 from messaging import keys
 from messaging.tasks import Task, push_seeds
 

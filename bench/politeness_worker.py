@@ -4,8 +4,8 @@
                                       [--process-seconds P]
 
 It reads its settings (Redis, ZooKeeper, lease time, robots.txt) from the environment like every component, follows
-the site configuration in ZooKeeper (:class:`~master.config_watch.SiteConfigWatch`), walks its domain queues fairly
-(:class:`~master.domain_walk.DomainWalk`) and takes each task through the politeness step. It fetches nothing:
+the site configuration in ZooKeeper (:class:`~frontier.config_watch.SiteConfigWatch`), walks its domain queues fairly
+(:class:`~frontier.domain_walk.DomainWalk`) and takes each task through the politeness step. It fetches nothing:
 "processing" a task is a sleep of ``--process-seconds``, after which the lease is acknowledged. Every task taken is
 printed as one JSON line ``{"hit": <Redis time of the step>, "domain", "url", "job", "spider_type", "ip"}``, so
 the caller can check the throttle windows from the outside; tasks the step dropped (robots.txt, blacklist) as
@@ -21,10 +21,10 @@ import signal
 import sys
 import time
 
-from master.config_watch import SiteConfigWatch
-from master.domain_walk import DomainWalk
-from master.politeness import Politeness
-from master.robots_cache import RobotsCache, fetch_http
+from frontier.config_watch import SiteConfigWatch
+from frontier.domain_walk import DomainWalk
+from frontier.politeness import Politeness
+from frontier.robots_cache import RobotsCache, fetch_http
 from messaging import clients
 from messaging.clock import RedisClock
 from messaging.settings import load

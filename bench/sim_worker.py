@@ -1,9 +1,9 @@
 """A simulated worker for the dispatcher's benchmarks and tests: completes tasks at a set speed, in simulated time.
 
 It talks to real Redis exactly as a Scrapy worker does, minus the crawling: it registers and heartbeats through
-``master.registry``, leases tasks from its domain queues through the politeness step (:meth:`Politeness.take`, with
+``frontier.registry``, leases tasks from its domain queues through the politeness step (:meth:`Politeness.take`, with
 a rate too high to throttle), completes them (:meth:`Politeness.complete`) and counts the completions for the
-weights (:func:`master.registry.record_completion`). Its
+weights (:func:`frontier.registry.record_completion`). Its
 speed (tasks per minute) can change during a run. Politeness is not simulated (the politeness engine's own tests
 cover it).
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from master.config_watch import StaticSiteConfig
-from master.politeness import Lease, Outcome, Politeness
-from master.registry import WorkerInfo, WorkerRegistry, record_completion
+from frontier.config_watch import StaticSiteConfig
+from frontier.politeness import Lease, Outcome, Politeness
+from frontier.registry import WorkerInfo, WorkerRegistry, record_completion
 from messaging import keys
 from messaging.siteconfig import Rate
 

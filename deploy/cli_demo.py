@@ -39,7 +39,7 @@ from deploy.demo_rules import (
 )
 from deploy.demoweb import DemoWebError, demoweb_status, site_url
 from deploy.procs import wait_for
-from master.registry import WorkerRegistry
+from frontier.registry import WorkerRegistry
 from messaging import clients
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.settings import Settings, load

@@ -9,7 +9,7 @@ from any shell: workers first (SIGTERM: they hand their leases back), then maste
 and the services, each SIGTERM, a bounded wait, SIGKILL.
 
 Idempotent: ``up`` on a recorded fleet starts nothing new; it only respawns the processes that died (a worker with
-a new job id: a dead job id is retired for good, ``master.registry``), and restarts them all when the services
+a new job id: a dead job id is retired for good, ``frontier.registry``), and restarts them all when the services
 they point at moved (a service restarted on another port). A Redis server that died is restarted first on its own
 port and data directory, so the fleet's clients reconnect to it by themselves.
 

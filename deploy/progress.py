@@ -6,7 +6,7 @@ Two halves, so that the rendering is tested without services:
   as tasks complete), its items (documents in its MongoDB collection, named after the crawl id) and its tasks still
   pending (the per-crawl counts the master's finisher reads: ``pending:{seeds}`` and ``pending:{<domain>}``); the
   depth of ``seeds``; per worker its queued and leased tasks (``<job>:domains``, then ``<job>:{<domain>}:queue`` and
-  ``:inflight``), its completions and its weight as the master computes it (``master.weights.measure``: completions
+  ``:inflight``), its completions and its weight as the master computes it (``frontier.weights.measure``: completions
   per busy minute over the window; none until the worker has a whole busy minute behind it).
 - :func:`progress_view` and :func:`summary_tables` turn snapshots into rich tables; :class:`RateMeter` turns a
   growing total into a per-minute rate over a sliding window (injectable times).
@@ -23,8 +23,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from master.registry import WorkerRegistry, queue_depths
-from master.weights import measure
+from frontier.registry import WorkerRegistry, queue_depths
+from frontier.weights import measure
 from messaging import keys
 from messaging.clients import as_text
 from messaging.clock import RedisClock

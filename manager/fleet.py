@@ -1,8 +1,8 @@
 """What the pages and ``/api`` show of the whole cluster, read from Redis (and MongoDB for items).
 
 Blocking reads: the web layer calls these through ``deferToThread``. They read what the demo's progress view
-reads (``deploy.progress``, which this floor may not import): the worker registry (``master.registry``) with each
-worker's weight as the master computes it (``master.weights.measure``: completions per busy minute over the window)
+reads (``deploy.progress``, which this floor may not import): the worker registry (``frontier.registry``) with each
+worker's weight as the master computes it (``frontier.weights.measure``: completions per busy minute over the window)
 and its speed (completions in the last whole minute), its queued and leased tasks (``<job>:domains``, then each
 domain's queue and leases), the depth of ``seeds``, the crawler's counters (``stats:crawler:<type>:<status>:60``:
 pages of the last minute by spider type and HTTP status, via the Redis monitor's own
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from frontier.registry import WorkerRegistry, queue_depths
+from frontier.weights import measure, minute_of
 from manager.registry import ManagerRegistry
-from master.registry import WorkerRegistry, queue_depths
-from master.weights import measure, minute_of
 from messaging import keys
 from messaging.clients import as_text
 from messaging.clock import RedisClock

@@ -2,8 +2,8 @@
 
 One :meth:`Dispatcher.round` (the leading master runs them back to back):
 
-1. **Workers and weights.** Live workers (``master.registry``) grouped by spider type; each one's weight is its
-   completions per busy minute over the last k minutes (``master.weights``; a new worker starts at its type's mean).
+1. **Workers and weights.** Live workers (``frontier.registry``) grouped by spider type; each one's weight is its
+   completions per busy minute over the last k minutes (``frontier.weights``; a new worker starts at its type's mean).
 2. **How much** (seed ``is_max``, and no flooding): per spider type, the tasks handed out to its *live* workers over
    the last k minutes (``master:{seeds}:dispatched-jobs:<type>``, per Redis-clock minute and job, so that the tasks
    of workers that left — a rolling restart replaces them all — never hold back their successors) stay under
@@ -34,9 +34,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from master.registry import WorkerInfo, WorkerRegistry
+from frontier.registry import WorkerInfo, WorkerRegistry
+from frontier.weights import fill_missing, measure, minute_of
 from master.staging import DeadLetter, Pick, Staging
-from master.weights import fill_missing, measure, minute_of
 from master.wrr import InterleavedWRR
 from messaging import keys
 from messaging.answers import dead_letter_record

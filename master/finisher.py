@@ -6,7 +6,7 @@ each changed in the same atomic call that moves the tasks, so a count is never l
 - ``pending:{seeds}`` (crawlid -> tasks in ``seeds`` or a dispatcher staging area): ``messaging.tasks.push_seeds``
   adds, the dispatcher's settle step (``master.staging``) subtracts what landed, the requeue of a dead job adds back;
 - ``pending:{<domain>}`` (crawlid -> tasks in any job's queue, leases or requeue outbox of the domain): the landing
-  step adds, :func:`master.registry.record_completion` (called after an acknowledged lease) and the requeue's
+  step adds, :func:`frontier.registry.record_completion` (called after an acknowledged lease) and the requeue's
   release step subtract.
 
 Moves always add at the destination before they subtract at the source, and children are pushed before their
@@ -26,7 +26,7 @@ the ``crawl_finished`` event (crawlid, userid, pages, items, duration) is produc
 and then marked sent; only then does the crawl leave the candidates. A master that dies between producing and
 marking makes the next leader produce it again (at least once; exactly once without a crash in that gap). Stopped
 crawls and crawls without a ``crawl:<id>`` hash are never declared finished. The crawl's keys then expire after
-CRAWLFLEET_CRAWL_TTL, and so do the keys of its own Bloom filter (``master.bloom.crawl_namespace``), whose TTL
+CRAWLFLEET_CRAWL_TTL, and so do the keys of its own Bloom filter (``frontier.bloom.crawl_namespace``), whose TTL
 otherwise only slides with activity.
 """
 
@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from master.bloom import crawl_namespace, expire_filter
+from frontier.bloom import crawl_namespace, expire_filter
 from master.lua import LUA
 from messaging import keys
 from messaging.clients import as_text

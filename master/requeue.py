@@ -1,6 +1,6 @@
 """A dead worker's tasks go back into ``seeds`` (seed 4.2.1.3): all of its queues and leases, none twice.
 
-When a worker's heartbeat expires the master retires its job id (``master.registry``: fenced) and then, for each
+When a worker's heartbeat expires the master retires its job id (``frontier.registry``: fenced) and then, for each
 domain in ``<job>:domains``, moves the job's tasks across slots in three atomic steps:
 
 1. **collect** (domain slot): every task of ``<job>:{d}:queue`` and ``<job>:{d}:inflight`` moves into the outbox
@@ -22,12 +22,13 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from master.lua import LUA, PENDING_LUA
-from master.staging import LeadershipLost, run_scripts
+from frontier.lua import PENDING_LUA
+from master.lua import LUA
+from master.staging import LeadershipLost
 from messaging import keys
 from messaging.clients import as_text
 from messaging.domains import host_problem
-from messaging.scripts import lua_source
+from messaging.scripts import lua_source, run_scripts
 from messaging.tasks import SEEDS_SCORE_LUA, Task
 
 logger = logging.getLogger(__name__)

@@ -23,13 +23,13 @@ import os
 import threading
 from typing import Any
 
+from frontier.registry import WorkerRegistry
+from frontier.weights import minute_of
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.election import Leadership
 from master.finisher import Finisher
-from master.registry import WorkerRegistry
 from master.requeue import Requeuer
 from master.staging import LeadershipLost, send_dead_letters
-from master.weights import minute_of
 from messaging import clients, modules
 from messaging.clock import RedisClock
 from messaging.identity import node_name

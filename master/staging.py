@@ -39,11 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from master.lua import LUA, PENDING_LUA
+from frontier.lua import PENDING_LUA
+from master.lua import LUA
 from messaging import keys
 from messaging.clients import as_text
 from messaging.domains import host_problem
-from messaging.scripts import lua_source
+from messaging.scripts import lua_source, run_scripts
 
 MARKER_TTL = 86400
 DEAD_LETTER_CAP = 10_000  # records kept in the dead-letter list (and at most waiting in its outbox)
@@ -88,24 +89,6 @@ class Staged:
     score: str  # its score in seeds, exactly as Redis gave it
     job: str
     domain: str
-
-
-def is_cluster(redis: Any) -> bool:
-    from redis.cluster import RedisCluster
-
-    return isinstance(redis, RedisCluster)
-
-
-def run_scripts(redis: Any, calls: list[tuple[Any, list[str], list[Any]]]) -> list[Any]:
-    """Run script calls in one pipeline (a plain Redis) or one by one (a Redis Cluster routes each by its keys)."""
-    if not calls:
-        return []
-    if is_cluster(redis):
-        return [script(keys=k, args=a, client=redis) for script, k, a in calls]
-    pipe = redis.pipeline(transaction=False)
-    for script, k, a in calls:
-        script(keys=k, args=a, client=pipe)
-    return pipe.execute()
 
 
 class Staging:

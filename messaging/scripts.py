@@ -1,13 +1,14 @@
 """Lua scripts: each lives in a ``.lua`` file beside the module that runs it, shared snippets are prepended.
 
 A snippet holds what several scripts must compute the same way (the ``seeds`` score, a crawl's pending count), so it
-is written once, the way ``master/bloom/lua/common.lua`` serves the Bloom filter's scripts. Numbers that Python
+is written once, the way ``frontier/bloom/lua/common.lua`` serves the Bloom filter's scripts. Numbers that Python
 also uses are written once, in Python, and prepended as Lua locals (:func:`lua_constants`)."""
 
 from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 LUA = Path(__file__).with_name("lua")  # snippets shared by every floor (seeds score)
 
@@ -21,3 +22,21 @@ def lua_constants(**values: int) -> str:
 def lua_source(path: Path, *snippets: Path, prefix: str = "") -> str:
     """The script at ``path`` with ``prefix`` (e.g. :func:`lua_constants`) and the ``snippets`` put before it."""
     return prefix + "".join(snippet.read_text() for snippet in snippets) + path.read_text()
+
+
+def is_cluster(redis: Any) -> bool:
+    from redis.cluster import RedisCluster
+
+    return isinstance(redis, RedisCluster)
+
+
+def run_scripts(redis: Any, calls: list[tuple[Any, list[str], list[Any]]]) -> list[Any]:
+    """Run script calls in one pipeline (a plain Redis) or one by one (a Redis Cluster routes each by its keys)."""
+    if not calls:
+        return []
+    if is_cluster(redis):
+        return [script(keys=k, args=a, client=redis) for script, k, a in calls]
+    pipe = redis.pipeline(transaction=False)
+    for script, k, a in calls:
+        script(keys=k, args=a, client=pipe)
+    return pipe.execute()

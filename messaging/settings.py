@@ -230,7 +230,7 @@ define("CRAWLFLEET_DISPATCH_INTERVAL", 0.2,
 define("CRAWLFLEET_FINISH_INTERVAL", 2.0,
        "Seconds between the master's checks of crawls that may be finished.", group="master", parse=float)
 
-# --- dedup: Bloom filter (master/bloom, spiders/dupefilter.py) ---------------------------------------------------
+# --- dedup: Bloom filter (frontier/bloom, spiders/dupefilter.py) ---------------------------------------------------
 define("CRAWLFLEET_BLOOM_NAMESPACE", "crawl",
        "Dedup scope: ``crawl`` (one filter per crawl id, expiring with the crawl; requests without a crawl id "
        "use the global one) or ``global`` (one filter for every crawl).", group="dedup")

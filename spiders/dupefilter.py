@@ -1,14 +1,14 @@
 """Scrapy dupefilter on the cluster-wide Bloom filter (seed 4.2.3): ``DUPEFILTER_CLASS = "spiders.dupefilter.
 BloomDupeFilter"``.
 
-Every worker of the cluster shares the filter in Redis (:mod:`master.bloom`). Scope (CRAWLFLEET_BLOOM_NAMESPACE):
+Every worker of the cluster shares the filter in Redis (:mod:`frontier.bloom`). Scope (CRAWLFLEET_BLOOM_NAMESPACE):
 
 - ``crawl`` (default): one filter per crawl, chosen by the task's ``request.meta["crawlid"]``; it starts small
   (CRAWLFLEET_BLOOM_CRAWL_CAPACITY), grows by layers, and expires CRAWLFLEET_BLOOM_CRAWL_TTL after its last use.
   Requests without a crawl id use the global filter.
 - ``global``: one filter (CRAWLFLEET_BLOOM_CAPACITY) for every crawl.
 
-A request is identified by :func:`master.bloom.fingerprint.request_fingerprint` (its canonical URL for a body-less
+A request is identified by :func:`frontier.bloom.fingerprint.request_fingerprint` (its canonical URL for a body-less
 GET), the fingerprint every worker and its committer (``spiders.worker.commit``) mark in the shared filter, whatever
 the Scrapy settings: Scrapy's ``REQUEST_FINGERPRINTER_CLASS`` is not used here (setting it logs a warning at start).
 Scrapy's scheduler calls :meth:`BloomDupeFilter.request_seen` per request; the project's scheduler calls
@@ -31,9 +31,9 @@ from typing import Any
 from scrapy import Request
 from scrapy.dupefilters import BaseDupeFilter
 
-from master.bloom import BloomFilter, BloomSpec, crawl_namespace, open_filter
-from master.bloom.fingerprint import request_fingerprint, url_fingerprint
-from master.bloom.sizing import shard_count
+from frontier.bloom import BloomFilter, BloomSpec, crawl_namespace, open_filter
+from frontier.bloom.fingerprint import request_fingerprint, url_fingerprint
+from frontier.bloom.sizing import shard_count
 from messaging import clients
 from messaging.settings import SETTINGS, Settings, load
 from messaging.stats import Stats
@@ -43,7 +43,7 @@ GLOBAL = "global"
 OPEN_FILTERS = 256  # per-crawl filters kept open in one process (reopening one costs two round trips)
 IGNORED_FINGERPRINTER = (
     "REQUEST_FINGERPRINTER_CLASS is set (%s) but the cluster's dupefilter ignores it: every worker identifies a "
-    "request by master.bloom.fingerprint.request_fingerprint (its canonical URL), so that all agree on what was seen")
+    "request by frontier.bloom.fingerprint.request_fingerprint (its canonical URL), so that all agree on what was seen")
 
 
 def crawlfleet_settings(scrapy_settings: Any = None) -> Settings:

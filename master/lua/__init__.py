@@ -1,8 +1,8 @@
-"""The master floor's Lua scripts, one ``.lua`` file each, and the snippets several of them share."""
+"""The master floor's Lua scripts (staging, landing, finishing, requeueing a retired worker's tasks), one ``.lua``
+file each. The snippets they share with the frontier (``pending.lua``) live in ``frontier/lua``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 LUA = Path(__file__).parent
-PENDING_LUA = LUA / "pending.lua"  # pending_sub(): a crawl's pending count of one hash slot

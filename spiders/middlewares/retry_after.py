@@ -2,10 +2,10 @@
 
 ``DOWNLOADER_MIDDLEWARES = {"spiders.middlewares.retry_after.RetryAfterMiddleware": 560}``. On a 429 or 503:
 
-1. block the URL's domain for every worker: ``block:{<domain>}`` is written by ``master/lua/block.lua``, the very
-   script :meth:`master.politeness.Politeness.block` runs (a block is only ever extended), and the politeness step
+1. block the URL's domain for every worker: ``block:{<domain>}`` is written by ``frontier/lua/block.lua``, the very
+   script :meth:`frontier.politeness.Politeness.block` runs (a block is only ever extended), and the politeness step
    refuses the domain until it ends. The seconds come from the Retry-After header (delta-seconds or an HTTP date,
-   :func:`master.politeness.retry_after_seconds`), CRAWLFLEET_RETRY_AFTER_DEFAULT without one, at most
+   :func:`frontier.politeness.retry_after_seconds`), CRAWLFLEET_RETRY_AFTER_DEFAULT without one, at most
    CRAWLFLEET_RETRY_AFTER_MAX. The Redis call runs in a thread (``deferToThread``) that ``process_response``, a
    coroutine, awaits: the reactor never waits, and the block is in Redis before the retry is scheduled. A failed
    call is logged and the retry still happens (only the other workers lose the hint);
@@ -30,7 +30,7 @@ from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
-from master.politeness import _script, retry_after_seconds
+from frontier.politeness import _script, retry_after_seconds
 from messaging import keys
 from messaging.clients import redis_client
 from messaging.domains import domain_of
@@ -44,7 +44,7 @@ US = 1_000_000
 
 
 class DomainBlocker:
-    """Writes ``block:{<domain>}`` with the Lua of :meth:`master.politeness.Politeness.block`, at the Redis clock."""
+    """Writes ``block:{<domain>}`` with the Lua of :meth:`frontier.politeness.Politeness.block`, at the Redis clock."""
 
     def __init__(self, redis: Any) -> None:
         self._block = _script(redis, "block")

@@ -12,7 +12,7 @@ batch of them in a few round trips, whatever its size:
 3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
 4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child.
-5. **complete** — :meth:`master.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
+5. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
    released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, and
    the journal entries removed, in one pipeline. A crash between 5's two halves loses a few weight counts, never
    a crawl's end.
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from master.bloom import url_fingerprint
-from master.politeness import Lease, Politeness
-from master.registry import record_completion
+from frontier.bloom import url_fingerprint
+from frontier.politeness import Lease, Politeness
+from frontier.registry import record_completion
 from messaging import keys
 from messaging.domains import InvalidDomain, domain_of
 from messaging.scripts import lua_source

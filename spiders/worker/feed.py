@@ -2,10 +2,10 @@
 
 The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in memory; this thread:
 
-- **registers** the job (``master.registry``: job id, spider type, host IP identity) and **heartbeats** every
+- **registers** the job (``frontier.registry``: job id, spider type, host IP identity) and **heartbeats** every
   CRAWLFLEET_HEARTBEAT_INTERVAL seconds (busy while it holds tasks);
-- **takes** tasks with the fair domain walk (:class:`master.domain_walk.DomainWalk`) over the politeness step
-  (:meth:`master.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
+- **takes** tasks with the fair domain walk (:class:`frontier.domain_walk.DomainWalk`) over the politeness step
+  (:meth:`frontier.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
   up to CRAWLFLEET_PREFETCH leased tasks ready for the downloader; when nothing can be taken it waits as long as the
   walk says (the earliest moment a domain may open, with a back-off that grows to CRAWLFLEET_IDLE_BACKOFF_MAX
   while the queues stay empty), or until the scheduler wakes it;
@@ -36,9 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from master.domain_walk import DomainWalk
-from master.politeness import Lease, Outcome, Politeness, TakeResult
-from master.registry import Fenced, WorkerInfo, WorkerRegistry
+from frontier.domain_walk import DomainWalk
+from frontier.politeness import Lease, Outcome, Politeness, TakeResult
+from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog

@@ -37,10 +37,10 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import threads
 from twisted.python.failure import Failure
 
-from master.config_watch import SiteConfigWatch
-from master.politeness import Politeness
-from master.registry import WorkerInfo, WorkerRegistry
-from master.robots_cache import RobotsCache, robots_url
+from frontier.config_watch import SiteConfigWatch
+from frontier.politeness import Politeness
+from frontier.registry import WorkerInfo, WorkerRegistry
+from frontier.robots_cache import RobotsCache, robots_url
 from messaging import clients
 from messaging.identity import worker_ip
 from messaging.siteconfig import SitePaths

@@ -21,7 +21,7 @@ from typing import Any
 from scrapy import Request
 from twisted.python.failure import Failure
 
-from master.politeness import Lease
+from frontier.politeness import Lease
 from messaging.tasks import Task
 from spiders.worker.commit import Finished
 from spiders.worker.crawls import CrawlCatalog

@@ -11,7 +11,7 @@ import pytest
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
 from deploy.demoweb import start_demoweb, stop_demoweb
 from deploy.procs import kill_hard, wait_for
-from master.registry import queue_depths
+from frontier.registry import queue_depths
 from messaging import keys
 
 pytestmark = pytest.mark.e2e

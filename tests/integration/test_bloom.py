@@ -1,5 +1,5 @@
 """The Bloom filter against a real Redis (and a real Redis Cluster): check-and-add, concurrency, counting
-removal, growth, TTL, layout (master/bloom)."""
+removal, growth, TTL, layout (frontier/bloom)."""
 
 import json
 import random
@@ -10,8 +10,8 @@ import pytest
 from redis.exceptions import InvalidResponse, ResponseError
 
 from deploy.procs import wait_for
-from master.bloom import BloomFilter, BloomSpec, CountingBloomFilter, direct, open_filter, resp, sizing
-from master.bloom.fingerprint import hash_batch, positions, url_fingerprint
+from frontier.bloom import BloomFilter, BloomSpec, CountingBloomFilter, direct, open_filter, resp, sizing
+from frontier.bloom.fingerprint import hash_batch, positions, url_fingerprint
 from messaging import keys
 
 pytestmark = pytest.mark.integration
@@ -139,7 +139,7 @@ def test_raw_bitfield_replies_keep_errors_and_the_connection_in_step(cf):
 
 
 def test_the_private_channel_is_found_on_redis_py_and_its_absence_falls_back(cf, monkeypatch):
-    """master.bloom.resp's one shim over redis-py's private socket and parser: present on the pinned redis-py (the
+    """frontier.bloom.resp's one shim over redis-py's private socket and parser: present on the pinned redis-py (the
     raw reader is used), and where a redis-py version lacks them the replies are read through the public path."""
     redis = cf.redis()
     redis.ping()

@@ -8,7 +8,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from deploy.procs import wait_for
-from master.config_watch import SiteConfigWatch
+from frontier.config_watch import SiteConfigWatch
 from messaging.siteconfig import Rate, SiteConfig, SitePaths, update_site, write_defaults
 
 pytestmark = pytest.mark.integration

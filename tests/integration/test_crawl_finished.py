@@ -131,7 +131,7 @@ def test_the_master_process_produces_crawl_finished_once_per_crawl(cf, procs) ->
 
 
 def test_a_finished_crawl_takes_its_bloom_filter_with_it(cf) -> None:
-    from master.bloom import BloomSpec, crawl_namespace, open_filter
+    from frontier.bloom import BloomSpec, crawl_namespace, open_filter
 
     redis = cf.redis()
     bloom = open_filter(redis, crawl_namespace("b"), BloomSpec(capacity=1_000, shards=2))  # no TTL of its own

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from bench.sim_worker import SimWorker
+from frontier.registry import WorkerInfo, WorkerRegistry, record_completion
 from master.dispatcher import DispatchConfig, Dispatcher
-from master.registry import WorkerInfo, WorkerRegistry, record_completion
 from master.staging import LeadershipLost, Pick, Staging
 from messaging import keys
 from messaging.tasks import Task, push_seeds, queue_score

@@ -10,8 +10,8 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
-from master.bloom import BloomSpec
-from master.bloom.filter import stored_spec
+from frontier.bloom import BloomSpec
+from frontier.bloom.filter import stored_spec
 from messaging import keys
 from messaging.settings import load
 from messaging.stats import Stats

@@ -15,7 +15,7 @@ import redis as redis_py
 
 from deploy.procs import free_port, kill_hard, port_free, wait_for
 from deploy.services.redis import redis_server_bin
-from master.registry import WorkerInfo, WorkerRegistry
+from frontier.registry import WorkerInfo, WorkerRegistry
 from messaging import clients, keys
 from messaging.kafka_monitor.monitor import topic_partitions
 from messaging.settings import load

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
+from frontier.registry import WorkerInfo, WorkerRegistry, record_completion
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.finisher import Finisher
-from master.registry import WorkerInfo, WorkerRegistry, record_completion
 from master.requeue import Requeuer
 from master.service import MasterService
 from master.staging import Pick, Staging

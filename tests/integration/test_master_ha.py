@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from deploy.procs import kill_hard, wait_for
-from master.registry import WorkerInfo, WorkerRegistry
+from frontier.registry import WorkerInfo, WorkerRegistry
 from messaging import keys
 from messaging.tasks import Task, push_seeds
 

@@ -17,10 +17,10 @@ import pytest
 
 from bench.throttle import max_in_window
 from deploy.procs import stop_pid, wait_for
-from master.config_watch import SiteConfigWatch, StaticSiteConfig
-from master.domain_walk import DomainWalk
-from master.politeness import Outcome, Politeness
-from master.robots_cache import RobotsCache
+from frontier.config_watch import SiteConfigWatch, StaticSiteConfig
+from frontier.domain_walk import DomainWalk
+from frontier.politeness import Outcome, Politeness
+from frontier.robots_cache import RobotsCache
 from messaging import keys
 from messaging.clock import RedisClock
 from messaging.siteconfig import Rate, SiteConfig, SitePaths, update_site

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench.sim_worker import SimWorker
+from frontier.registry import Fenced, WorkerInfo, WorkerRegistry, is_retired, record_completion
 from master.dispatcher import DispatchConfig, Dispatcher
-from master.registry import Fenced, WorkerInfo, WorkerRegistry, is_retired, record_completion
 from master.requeue import Requeuer
 from messaging import keys
 from messaging.tasks import Task, push_seeds

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
-from master.config_watch import StaticSiteConfig
-from master.politeness import Outcome, Politeness
-from master.robots_cache import RobotsCache, fetch_http
+from frontier.config_watch import StaticSiteConfig
+from frontier.politeness import Outcome, Politeness
+from frontier.robots_cache import RobotsCache, fetch_http
 from messaging import keys
 from messaging.siteconfig import Rate, SiteConfig
 from messaging.tasks import Task, queue_score
@@ -81,7 +81,7 @@ def svc(request: pytest.FixtureRequest) -> Any:
 
 CHECKER = """
 import sys, time
-from master.robots_cache import RobotsCache, fetch_http
+from frontier.robots_cache import RobotsCache, fetch_http
 from messaging import clients
 redis = clients.redis_client()
 cache = RobotsCache(redis, fetch_http)

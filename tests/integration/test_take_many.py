@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from master.config_watch import StaticSiteConfig
-from master.politeness import Outcome, Politeness
-from master.robots_cache import RobotsCache
+from frontier.config_watch import StaticSiteConfig
+from frontier.politeness import Outcome, Politeness
+from frontier.robots_cache import RobotsCache
 from messaging import keys
 from messaging.siteconfig import Rate
 from messaging.tasks import Task, queue_score

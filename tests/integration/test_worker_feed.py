@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
-from master.config_watch import StaticSiteConfig
+from frontier.config_watch import StaticSiteConfig
+from frontier.politeness import Politeness
+from frontier.registry import WorkerInfo, WorkerRegistry
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.finisher import Finisher
-from master.politeness import Politeness
-from master.registry import WorkerInfo, WorkerRegistry
 from messaging import keys
 from messaging.clock import RedisClock
 from messaging.siteconfig import Rate

@@ -18,7 +18,7 @@ import pytest
 from deploy.demoweb import fetch
 from deploy.demoweb.router import STATS_PATH
 from deploy.procs import wait_for
-from master.registry import queue_depths
+from frontier.registry import queue_depths
 from messaging import clients, keys
 from messaging.answers import partitions_of
 from messaging.siteconfig import Rate, SitePaths, write_defaults

@@ -1,4 +1,4 @@
-"""The raw reader of u1 BITFIELD replies (master.bloom.resp.read_bit_replies), over a socket pair."""
+"""The raw reader of u1 BITFIELD replies (frontier.bloom.resp.read_bit_replies), over a socket pair."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from redis.exceptions import InvalidResponse, ResponseError
 
-from master.bloom.resp import read_bit_replies
+from frontier.bloom.resp import read_bit_replies
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The Bloom filter's sizing math and its Redis string layout (master/bloom/sizing.py)."""
+"""The Bloom filter's sizing math and its Redis string layout (frontier/bloom/sizing.py)."""
 
 import math
 import random
@@ -6,9 +6,9 @@ import random
 import numpy as np
 import pytest
 
-from master.bloom import sizing
-from master.bloom.filter import BloomSpec
-from master.bloom.fingerprint import positions
+from frontier.bloom import sizing
+from frontier.bloom.filter import BloomSpec
+from frontier.bloom.fingerprint import positions
 
 pytestmark = pytest.mark.unit
 
@@ -183,7 +183,7 @@ def test_the_groups_benchmark_uses_the_filters_cell_positions():
 
 
 def test_vectorised_cells_match_the_reference_positions():
-    from master.bloom.cells import cells
+    from frontier.bloom.cells import cells
 
     rng = random.Random(5)
     layer = {"k": 7, "h": 2, "m": 800 + 150 + 50, "sizes": [800, 150, 50]}
@@ -201,7 +201,7 @@ def test_vectorised_cells_match_the_reference_positions():
 def test_packed_bitfield_is_the_resp_redis_py_would_send():
     from redis.connection import Connection
 
-    from master.bloom.resp import pack_bitfield
+    from frontier.bloom.resp import pack_bitfield
 
     offsets = np.array([0, 7, 9, 10, 99, 12345, 4_294_967_295, 1_000_000_000], dtype=np.uint64)
     args = []
@@ -220,7 +220,7 @@ def test_packed_bitfield_is_the_resp_redis_py_would_send():
 def test_packed_commands_keep_their_operations_apart():
     from redis.connection import Connection
 
-    from master.bloom.resp import pack_commands
+    from frontier.bloom.resp import pack_commands
 
     rng = np.random.default_rng(3)
     keys = [f"bloom:k{i}" for i in range(300)]  # more commands than a byte counts

@@ -1,4 +1,4 @@
-"""Canonical URLs and fingerprints (master/bloom/fingerprint.py): the fast path equals w3lib on a corpus."""
+"""Canonical URLs and fingerprints (frontier/bloom/fingerprint.py): the fast path equals w3lib on a corpus."""
 
 import random
 from urllib.parse import urlsplit, urlunsplit
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from w3lib.url import canonicalize_url
 
-from master.bloom import fingerprint
-from master.bloom.fingerprint import canonical_url, hash_batch, request_fingerprint, url_fingerprint
+from frontier.bloom import fingerprint
+from frontier.bloom.fingerprint import canonical_url, hash_batch, request_fingerprint, url_fingerprint
 
 pytestmark = pytest.mark.unit
 

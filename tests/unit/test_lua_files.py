@@ -9,14 +9,15 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("floor", ["messaging", "master"])
+@pytest.mark.parametrize("floor", ["messaging", "frontier", "master", "spiders"])
 def test_no_lua_inside_python(floor):
     inline = [str(path.relative_to(ROOT)) for path in (ROOT / floor).rglob("*.py") if "redis.call(" in path.read_text()]
     assert inline == [], f"move these scripts into .lua files: {inline}"
 
 
 def test_the_moved_scripts_load_with_their_snippets():
-    from master import registry, staging
+    from frontier import registry
+    from master import staging
     from messaging import clock, stats
     from messaging.kafka_monitor import batch
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from master.weights import busy_rate, fill_missing, minute_of, partial_rate, window_minutes
+from frontier.weights import busy_rate, fill_missing, minute_of, partial_rate, window_minutes
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@
 
 The seed's weight is ``w = (n_1 + … + n_k) / k``: tasks completed in the last ``k`` minutes (k = 10 by default,
 CRAWLFLEET_WEIGHT_WINDOW_MINUTES) per minute. Here the sum is divided by the number of *busy* minutes among those
-``k`` (minutes in which the worker had work queued or leased, ``master.registry``) instead of ``k``: a worker that
+``k`` (minutes in which the worker had work queued or leased, ``frontier.registry``) instead of ``k``: a worker that
 ran out of work in some minutes — because it was given little, or the crawl ran dry — is not judged slower for it,
 so a worker capped by what it was given still shows that it got faster as soon as it has a backlog again.
 
@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from master.registry import WorkerRegistry
+from frontier.registry import WorkerRegistry
 
 
 def minute_of(now: float) -> int:

@@ -9,7 +9,7 @@ the non-blocking form for event loops (Scrapy's scheduler), with :attr:`DomainWa
 again. Every skip is counted by reason in :attr:`DomainWalk.skips` (the steps it asked for are also counted in
 the cluster's stats by the politeness engine).
 
-The walk only needs a ``take(domain) -> TakeResult`` (:meth:`master.politeness.Politeness.take`) and the list of
+The walk only needs a ``take(domain) -> TakeResult`` (:meth:`frontier.politeness.Politeness.take`) and the list of
 domains (``Politeness.domains``, refreshed every ``refresh_seconds``); time is an injectable clock (local, since
 waits are durations), so the walk is tested in simulated time.
 """
@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from master.politeness import Outcome, TakeResult
+from frontier.politeness import Outcome, TakeResult
 from messaging.clock import Clock
 from messaging.tasks import Task
 

@@ -3,17 +3,17 @@
 Why: a Lua script pays for every ``BITFIELD`` operation it builds (table stores, number-to-string conversion,
 argument objects, reply conversion) about five times what Redis pays to run it; for the 10 to 14 operations of a
 URL that made the scripted path 5x slower than RedisBloom. Here all of a URL's cells live in one part string
-(:mod:`master.bloom.sizing`), so one ``BITFIELD`` per part key — atomic in Redis — checks and sets a URL: ``SET``
+(:mod:`frontier.bloom.sizing`), so one ``BITFIELD`` per part key — atomic in Redis — checks and sets a URL: ``SET``
 replies the old bits, and a URL is new when one of them was 0. Of two workers adding the same URL, exactly one
 sees a 0 — also while a shard grows: a worker that had not yet seen the new layer sets the old one, learns of
 the growth in the same round trip and sets the URL again in the new layer, which decides (:meth:`DirectPath._settle`).
 
 What is sent, per batch (:meth:`DirectPath.add_pipelined`): per part key, ``BITFIELD key SET u1 <offset> 1 …``
-(:mod:`master.bloom.resp` packs them; within a command the operations are grouped by digit count, stably, which
+(:mod:`frontier.bloom.resp` packs them; within a command the operations are grouped by digit count, stably, which
 keeps each cell's operations in URL order — the command's verdicts are those of a URL-by-URL execution); behind
 them, one ``HMGET layers count:<newest>`` per shard (and the TTL refresh when due), all in one write per node.
 One round trip: the replies give the verdicts, whether a shard grew elsewhere or expired, and its count before
-this batch. The new counts are then written with ``CLIENT REPLY SKIP`` (:class:`master.bloom.resp.QuietLine`):
+this batch. The new counts are then written with ``CLIENT REPLY SKIP`` (:class:`frontier.bloom.resp.QuietLine`):
 nobody waits for them. A batch is fingerprinted, packed and written chunk by chunk of :data:`CHUNK` URLs
 on the same connection (Redis runs chunk i while this process hashes chunk i + 1; one connection per node keeps
 them in order, so a URL twice in a batch is new once). Shards with older layers (whose cells are read with
@@ -29,8 +29,8 @@ touched): smaller chunks lose the overlap again to it; the last chunk is cut to 
 Redis time is what this process waits for after its last write. When other processes keep both cores busy the
 overlap is gone and the path costs the sum (~19 µs against ~8).
 
-The cells (:func:`master.bloom.cells.cells`) are the same computation as ``lua/common.lua`` (``plan``) and
-:func:`master.bloom.fingerprint.positions`.
+The cells (:func:`frontier.bloom.cells.cells`) are the same computation as ``lua/common.lua`` (``plan``) and
+:func:`frontier.bloom.fingerprint.positions`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from master.bloom.cells import Packed, checked, dense, group_by
-from master.bloom.cells import cells as compute_cells
-from master.bloom.resp import QuietLine, Window, command, pack_commands, send
+from frontier.bloom.cells import Packed, checked, dense, group_by
+from frontier.bloom.cells import cells as compute_cells
+from frontier.bloom.resp import QuietLine, Window, command, pack_commands, send
 
 CHUNK = 256  # URLs per pipelined chunk of a batch
 TAIL = 64  # URLs of a batch's last chunk, cut from the one before

@@ -175,7 +175,7 @@ def hash_batch(fingerprints: bytes | Sequence[bytes]) -> HashBatch:
 def positions(h1: float, h2: float, selector: float, sizes: Sequence[int], k: int, groups: int
               ) -> tuple[int, list[list[int]]]:
     """The part and, per group, the cells a fingerprint uses in a layer whose parts hold ``sizes`` cells of every
-    group — the computation of ``lua/common.lua`` and :func:`master.bloom.cells.cells`: the part is chosen with
+    group — the computation of ``lua/common.lua`` and :func:`frontier.bloom.cells.cells`: the part is chosen with
     probability proportional to its size, then enhanced double hashing (Kirsch–Mitzenmacher ``h1 + i h2`` plus
     Dillinger's growing increment) modulo the part's cells per group; group ``g`` takes hashes ``g k … g k + k - 1``
     of the sequence, as cells of its own region (bit offset ``g * sizes[part] + cell`` in the part string)."""

@@ -1,4 +1,4 @@
--- A worker's heartbeat (master/registry.py), and its busy flag for this minute.
+-- A worker's heartbeat (frontier/registry.py), and its busy flag for this minute.
 -- KEYS: workers, retired, activity. ARGV: now, job, busy (0/1). -1: fenced, 0: not registered (expired).
 if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return -1 end
 if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end

@@ -1,4 +1,4 @@
--- Retire (fence) a job whose heartbeat is too old (master/registry.py).
+-- Retire (fence) a job whose heartbeat is too old (frontier/registry.py).
 -- KEYS: workers, retired. ARGV: now, job, latest heartbeat that still counts as dead ('+inf': retire anyway).
 -- 1: retired now, 0: alive again (a late heartbeat arrived) or already retired.
 local beat = redis.call('ZSCORE', KEYS[1], ARGV[2])

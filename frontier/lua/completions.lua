@@ -1,4 +1,4 @@
--- Count a worker's completions for the weights (master/registry.py): this minute's, its lifetime total, and its
+-- Count a worker's completions for the weights (frontier/registry.py): this minute's, its lifetime total, and its
 -- outstanding tasks, unless its job id is retired.
 -- KEYS: retired, activity. ARGV: now, job, n. -1: fenced.
 if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return -1 end

@@ -1,5 +1,5 @@
 """Where a URL's bits are in a layer, and the ``BITFIELD`` commands of a batch's URLs (the bit filter's hot path,
-:mod:`master.bloom.direct`): pure numpy, no Redis."""
+:mod:`frontier.bloom.direct`): pure numpy, no Redis."""
 
 from __future__ import annotations
 

@@ -1,22 +1,22 @@
 """URL dedup for the whole cluster: a sharded, multi-group, growing Bloom filter in Redis (seed 4.2.3).
 
-- :mod:`master.bloom.sizing` — the math: groups, hashes, bits for a target rate; Redis string layout.
-- :mod:`master.bloom.fingerprint` — canonical URL (w3lib's, with a fast path) and 128-bit mmh3 fingerprint.
-- :mod:`master.bloom.filter` — :class:`BloomFilter`: batch check-and-add, growth, TTL, housekeeping.
-- :mod:`master.bloom.cells` — where a URL's bits are in a layer, and the ``BITFIELD`` commands of a batch (numpy).
-- :mod:`master.bloom.direct` — the bit filter's hot path: cells in numpy, one atomic ``BITFIELD`` per part key,
+- :mod:`frontier.bloom.sizing` — the math: groups, hashes, bits for a target rate; Redis string layout.
+- :mod:`frontier.bloom.fingerprint` — canonical URL (w3lib's, with a fast path) and 128-bit mmh3 fingerprint.
+- :mod:`frontier.bloom.filter` — :class:`BloomFilter`: batch check-and-add, growth, TTL, housekeeping.
+- :mod:`frontier.bloom.cells` — where a URL's bits are in a layer, and the ``BITFIELD`` commands of a batch (numpy).
+- :mod:`frontier.bloom.direct` — the bit filter's hot path: cells in numpy, one atomic ``BITFIELD`` per part key,
   chunks of a batch pipelined so that hashing and Redis overlap.
-- :mod:`master.bloom.resp` — ``BITFIELD`` packed as RESP in numpy; a window that sends without waiting.
-- :mod:`master.bloom.counting` — :class:`CountingBloomFilter`: 4-bit counters, ``remove``.
+- :mod:`frontier.bloom.resp` — ``BITFIELD`` packed as RESP in numpy; a window that sends without waiting.
+- :mod:`frontier.bloom.counting` — :class:`CountingBloomFilter`: 4-bit counters, ``remove``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from master.bloom.counting import CountingBloomFilter
-from master.bloom.filter import BloomFilter, BloomSpec, stored_spec
-from master.bloom.fingerprint import canonical_url, request_fingerprint, url_fingerprint
+from frontier.bloom.counting import CountingBloomFilter
+from frontier.bloom.filter import BloomFilter, BloomSpec, stored_spec
+from frontier.bloom.fingerprint import canonical_url, request_fingerprint, url_fingerprint
 from messaging import keys
 
 __all__ = ["BloomFilter", "BloomSpec", "CountingBloomFilter", "canonical_url", "crawl_namespace", "expire_filter",

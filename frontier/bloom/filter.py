@@ -1,12 +1,12 @@
 """The multi-group Bloom filter in Redis (seed 4.2.3): check-and-add of URL batches, sharded, growing, expiring.
 
 A filter is a namespace (``global``, or one per crawl) of ``S`` shards. A URL's fingerprint picks its shard; each
-shard is an independent scalable Bloom filter: layers of ``h`` group arrays (:mod:`master.bloom.sizing`), whose
+shard is an independent scalable Bloom filter: layers of ``h`` group arrays (:mod:`frontier.bloom.sizing`), whose
 layout lives in the shard's meta hash, all under one hash tag (a Redis Cluster spreads the shards).
 
 Bit filter: a batch costs one round trip — one ``BITFIELD`` per part key it touches (per chunk of
-:data:`master.bloom.direct.CHUNK` URLs) and one ``HMGET`` per shard, in one write per node — and its counts are
-then written without waiting (:mod:`master.bloom.direct`; a shard that has grown adds a round of ``GET`` on its
+:data:`frontier.bloom.direct.CHUNK` URLs) and one ``HMGET`` per shard, in one write per node — and its counts are
+then written without waiting (:mod:`frontier.bloom.direct`; a shard that has grown adds a round of ``GET`` on its
 older layers first). All cells of a URL are in one part string, so its check-and-add is one atomic
 ``BITFIELD``: of two workers adding the same URL, exactly one sees it new.
 Counting filter: one Lua call per shard (``lua/counting.lua``), atomic per shard. Layers are added by
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 from redis.exceptions import NoScriptError, ResponseError
 
-from master.bloom import sizing
-from master.bloom.direct import DirectPath
-from master.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
+from frontier.bloom import sizing
+from frontier.bloom.direct import DirectPath
+from frontier.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
 from messaging import keys
 from messaging.clients import as_text
 from messaging.settings import SETTINGS

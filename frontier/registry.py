@@ -12,13 +12,13 @@ Worker side (the Scrapy worker; the simulated workers of tests and benchmarks)::
     registry = WorkerRegistry(redis)
     registry.register(WorkerInfo(job, spider_type, ip, host, pid))
     registry.heartbeat(job, busy=scheduler_has_work)        # every CRAWLFLEET_HEARTBEAT_INTERVAL seconds
-    task = politeness.ack(lease)                              # the lease-ack step (master.politeness)
+    task = politeness.ack(lease)                              # the lease-ack step (frontier.politeness)
     if task is not None:
         record_completion(redis, job, [task])               # weights + the crawl's pending count
     registry.leave(job)                                       # on a clean shutdown: requeued at once
 
 A *busy* minute is one in which the worker had work queued or leased: a heartbeat with ``busy=True`` marks it, and so
-does any completion. Weights (``master.weights``) are completions per busy minute, so a worker that ran out of work
+does any completion. Weights (``frontier.weights``) are completions per busy minute, so a worker that ran out of work
 is not judged slower for it.
 
 Fencing: the master retires a job whose heartbeat is older than CRAWLFLEET_HEARTBEAT_TTL (:meth:`retire`); from then
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from master.lua import LUA, PENDING_LUA
+from frontier.lua import LUA, PENDING_LUA
 from messaging import keys
 from messaging.clients import as_text
 from messaging.clock import NOW_SECONDS_LUA, Clock, RedisClock

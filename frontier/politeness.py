@@ -7,14 +7,14 @@ highest-priority task of ``<job>:{d}:queue``, record the hit in both windows and
 ``<job>:{d}:inflight`` until a deadline. Every key of the call has the domain as hash tag, so it runs unchanged on a
 Redis Cluster. The companion steps acknowledge, renew and requeue leases.
 
-Rates: the site's rate and window from ZooKeeper (:class:`~master.config_watch.SiteConfigWatch`, else the
+Rates: the site's rate and window from ZooKeeper (:class:`~frontier.config_watch.SiteConfigWatch`, else the
 defaults) apply to both windows; a robots.txt ``Crawl-delay`` that is known and stricter lowers the rate to one hit
 per ``delay`` seconds. robots.txt rules are checked in Python (protego) on the queue head *before* the step, and the
 step pops only if the head is still that task, so a disallowed URL never spends a hit or a lease.
 
 Completions: :meth:`Politeness.ack` returns the acknowledged :class:`~messaging.tasks.Task` (``None`` when the lease
 is no longer held: expired and requeued, or fenced because the job was retired). The caller counts a completion
-for the dispatcher's weights on a non-``None`` result (``master.registry``); this module does not import it.
+for the dispatcher's weights on a non-``None`` result (``frontier.registry``); this module does not import it.
 """
 
 from __future__ import annotations
@@ -27,15 +27,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from master.config_watch import SiteRates
-from master.lua import LUA, PENDING_LUA
-from master.robots_cache import RobotsCache
-from master.staging import run_scripts
+from frontier.config_watch import SiteRates
+from frontier.lua import LUA, PENDING_LUA
+from frontier.robots_cache import RobotsCache
 from messaging import keys
 from messaging.clients import as_text
 from messaging.clock import LUA_NOW_MICROSECONDS, RedisClock
 from messaging.domains import domain_of
-from messaging.scripts import lua_source
+from messaging.scripts import lua_source, run_scripts
 from messaging.siteconfig import Rate
 from messaging.tasks import Task
 
@@ -282,7 +281,7 @@ class Politeness:
     def complete(self, leases: Sequence[Lease]) -> list[Lease]:
         """Tasks are complete: acknowledge their leases and release their crawls' pending counts, atomically per
         domain (``lua/complete.lua``), one round trip for all domains on a plain Redis. Returns the leases that were
-        still held; the caller counts exactly those for the weights (``master.registry``)."""
+        still held; the caller counts exactly those for the weights (``frontier.registry``)."""
         by_domain: dict[str, list[Lease]] = {}
         for lease in leases:
             by_domain.setdefault(lease.domain, []).append(lease)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from master.bloom.filter import BatchResult, BloomFilter
-from master.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
+from frontier.bloom.filter import BatchResult, BloomFilter
+from frontier.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
 
 
 class CountingBloomFilter(BloomFilter):

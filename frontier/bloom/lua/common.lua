@@ -1,5 +1,5 @@
 -- Shared by counting.lua, grow.lua and admin.lua (prepended when they are registered). The bit filter's hot path
--- is master/bloom/direct.py (the same cell computation, in numpy, sent as raw BITFIELD commands).
+-- is frontier/bloom/direct.py (the same cell computation, in numpy, sent as raw BITFIELD commands).
 --
 -- A shard's meta hash (KEYS[1]) holds `layout`: JSON list of layers, oldest first, each
 --   {"k": hashes per group, "h": groups, "m": cells per group, "c": capacity, "limit": elements after which

@@ -1,0 +1,8 @@
+"""The frontier floor's Lua scripts, one ``.lua`` file each, and the snippets several of them share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LUA = Path(__file__).parent
+PENDING_LUA = LUA / "pending.lua"  # pending_sub(): a crawl's pending count of one hash slot
