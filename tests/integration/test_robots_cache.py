@@ -125,16 +125,20 @@ def test_rules_are_matched_for_the_robots_user_agent(svc: Any, site: RobotsServe
     assert cache.allowed(site.url("/page"), "Mozilla/5.0 (X11; Linux x86_64)") is True
 
 
-def test_missing_and_unreachable_robots_allow_everything(svc: Any, site: RobotsServer) -> None:
+def test_missing_robots_allows_everything_and_unreachable_allows_nothing(svc: Any, site: RobotsServer) -> None:
     redis = svc.redis()
     site.status, site.body = 404, b"not found"
     cache = RobotsCache(redis, fetch_http, ttl=3600, error_ttl=5, local_seconds=0.0)
     assert cache.allowed(site.url("/private/x"), AGENT) is True
     assert redis.pttl(robots_key(site)) > 5000  # a missing robots.txt is an answer: cached for the TTL
     cache.forget(site.url())
-    site.status = 503
-    assert cache.allowed(site.url("/private/x"), AGENT) is True
-    assert 0 < redis.pttl(robots_key(site)) <= 5000  # an unreachable one is asked again soon
+    site.status = 503  # RFC 9309 2.3.1.3: unreachable means complete disallow, and the URL waits (not dropped)
+    assert cache.allowed(site.url("/public"), AGENT) is None
+    assert not redis.exists(robots_key(site)) and site.requests == 2
+    down = redis.hgetall(keys.robots_down(HOST, f"{HOST}:{site.port}"))
+    assert down[b"why"].endswith(b"HTTP 503") and int(down[b"failures"]) == 1
+    assert 0 < cache.pending_wait(site.url("/public")) <= 5  # the next attempt, not a 0.2-s poll
+    assert cache.allowed(site.url("/public"), AGENT) is None and site.requests == 2  # no attempt before then
 
 
 def test_crawl_delay_lowers_the_rate(svc: Any, site: RobotsServer) -> None:
