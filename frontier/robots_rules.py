@@ -31,6 +31,7 @@ DEFAULT_TOKEN = "crawlfleet"
 OK, MISSING, UNREACHABLE = "ok", "missing", "unreachable"
 
 _TOKEN = re.compile(r"[A-Za-z_-]+")
+_SETTING = re.compile(r"([A-Za-z_-]+)(?:/[^\s/]*)?")
 _USER_AGENT_FIELDS = frozenset({"user-agent", "useragent", "user agent"})
 
 
@@ -43,12 +44,12 @@ def product_token(value: str) -> str:
 
     Raises :class:`BadProductToken` for anything else (a whole browser User-Agent, an empty value): robots.txt
     groups are matched on the token only, so a wrong value would silently obey another crawler's group."""
-    name = value.strip().split("/", 1)[0].strip()
-    if not _TOKEN.fullmatch(name):
+    match = _SETTING.fullmatch(value.strip())
+    if match is None:
         raise BadProductToken(
             f"CRAWLFLEET_ROBOTSTXT_USER_AGENT must be a product token (letters, '_' and '-', optionally "
             f"followed by /version), e.g. 'crawlfleet'; got {value!r}")
-    return name.lower()
+    return match.group(1).lower()
 
 
 def token_of(user_agent: str) -> str:
