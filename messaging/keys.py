@@ -132,17 +132,17 @@ def robots_lock(domain: str, host: str) -> str:
     return f"robots:{{{_tag(domain)}}}:{host}:lock"
 
 
+def hit_sequence(domain: str) -> str:
+    """string: counter that makes every throttle hit a unique zset member."""
+    return f"hits:{{{_tag(domain)}}}:sequence"
+
+
 # --- robots.txt outages (RFC 9309 2.3.1.3; hash tag: the domain) -------------------------------------------------
 def robots_down(domain: str, host: str) -> str:
     """hash: the host's robots.txt is unreachable (5xx, network error): ``since`` (first failure, Redis time),
     ``retry_at``, ``failures``, ``why``; the host is not crawled until a fetch succeeds or the outage outlasts
     CRAWLFLEET_ROBOTS_OUTAGE_LIMIT. Deleted by the first successful fetch."""
     return f"robots:{{{_tag(domain)}}}:{host}:down"
-
-
-def hit_sequence(domain: str) -> str:
-    """string: counter that makes every throttle hit a unique zset member."""
-    return f"hits:{{{_tag(domain)}}}:sequence"
 
 
 # --- dedup -------------------------------------------------------------------------------------------------------
