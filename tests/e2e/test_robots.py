@@ -11,6 +11,8 @@ import pytest
 from deploy.demoweb.robotsweb import META_NEVER_FETCHED, META_PAGES, PLAIN_PAGES, robots_hosts
 from deploy.demoweb.router import STATS_PATH
 from deploy.demoweb.runner import fetch
+from deploy.procs import wait_for
+from messaging.stats import Stats
 
 pytestmark = pytest.mark.e2e
 
@@ -53,6 +55,9 @@ def test_robots_txt_and_robots_meta_as_site_owners_mean_them(fleet: Any) -> None
     assert paths(fleet, "away", before["away"]) == ["/robots.txt", "/policies/moved"]
     assert paths(fleet, "files", before["files"]) == ["/hop", "/away.txt"]
     assert stored(fleet, "robots-moved") == {} and stored(fleet, "robots-away") == {}
+    # ... and their start URLs completed unfetched, with the reason counted for the cluster (flushed every second)
+    disallowed = Stats(fleet.redis, "politeness")
+    wait_for(lambda: disallowed.value("robots_disallowed", "lifetime") >= 2, 10, "2 robots_disallowed counted")
 
     # A 503 robots.txt: nothing of the host until it answers, then the whole crawl (robots.txt permitting).
     down = answers(fleet, "down")[before["down"]:]
@@ -85,6 +90,9 @@ def test_robots_txt_and_robots_meta_as_site_owners_mean_them(fleet: Any) -> None
     assert fetched_not_stored <= fetched  # fetched (their links followed when allowed), just not stored
     noarchive = next(item for url, item in items.items() if url.endswith("/meta/noarchive.html"))
     assert noarchive["robots_meta"] == ["noarchive"]
+    noindex = sum(not page[3] for path, page in META_PAGES.items() if path not in META_NEVER_FETCHED)
+    counters = Stats(fleet.redis, "crawler")
+    wait_for(lambda: counters.value("robots_noindex", "lifetime") >= noindex, 10, f"{noindex} noindex pages counted")
 
 
 def test_a_slow_robots_txt_is_fetched_once_by_every_worker_together(fleet: Any) -> None:
