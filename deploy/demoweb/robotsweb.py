@@ -20,6 +20,11 @@ title) besides what it is about:
   (:data:`META_PAGES`: what each says, and whether a crawl stores it; :data:`META_NEVER_FETCHED`).
 - ``robots-slow``: robots.txt (``Disallow: /private/``) answers after SLOW_SECONDS. Every worker together fetches it
   once.
+- ``robots-huge``: a robots.txt of HUGE_BYTES: ``Disallow: /private/`` first, comment lines, and ``Disallow: /``
+  beyond 500 KiB, which RFC 9309 lets a crawler ignore (2.5). A crawl fetches every page but ``/private/``.
+- ``robots-loop``: robots.txt redirects to ``/r/1``, ``/r/1`` to ``/r/2`` … ``/r/<LOOP_HOPS>`` to a ``Disallow: /``
+  file: more than five redirects, so the robots.txt counts as unavailable (2.3.1.2) and a crawl fetches every page,
+  having asked for ``/robots.txt`` and ``/r/1`` … ``/r/5`` only.
 
 Each host records what it answered when (``[time, path, status]``, server clock ``time.time()``), exposed in
 ``/_demoweb/stats.json`` under the host's ``answers``: the end-to-end tests judge the crawl from it.
@@ -27,6 +32,7 @@ Each host records what it answered when (``[time, path, status]``, server clock 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -49,6 +55,8 @@ GROUPS = ("# our group wins over *; a group named by a prefix of our token is no
           "User-agent: *\nDisallow: /\n\nUser-agent: crawl\nDisallow: /pages/\n\n"
           "User-agent: CrawlFleet\nDisallow: /members/\n")
 MEMBERS = 3
+HUGE_BYTES = 700 * 1024
+LOOP_HOPS = 8
 
 # robots-meta: path -> (meta tag, X-Robots-Tag header, links of the page, stored?)
 META_PAGES: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
@@ -139,6 +147,10 @@ class RobotsHost:
             return Reply(200, GROUPS.encode(), _TEXT)
         if self.kind == "slow":
             return Reply(200, b"User-agent: *\nDisallow: /private/\n", _TEXT, delay=SLOW_SECONDS)
+        if self.kind == "huge":
+            return Reply(200, huge_robots(), _TEXT)
+        if self.kind == "loop":
+            return _redirect(302, origin + "/r/1")
         return Reply(200, b"User-agent: *\nAllow: /\n", _TEXT)
 
     def _files(self, path: str, origin: str) -> Reply | None:
@@ -151,11 +163,16 @@ class RobotsHost:
             return _redirect(301, files + "/away.txt")
         if self.kind == "files" and path == "/away.txt":
             return Reply(200, DISALLOW_ALL.encode(), _TEXT)
+        if self.kind == "loop" and path.startswith("/r/") and path[3:].isdigit():
+            hop = int(path[3:])
+            if hop < LOOP_HOPS:
+                return _redirect(302, f"{origin}/r/{hop + 1}")
+            return Reply(200, DISALLOW_ALL.encode(), _TEXT)
         return None
 
     def _index(self) -> bytes:
         links = [f"/pages/{n}.html" for n in range(PLAIN_PAGES)]
-        if self.kind in ("groups", "down", "slow"):
+        if self.kind in ("groups", "down", "slow", "huge"):
             links += [f"/{'members' if self.kind == 'groups' else 'private'}/{n}.html" for n in range(MEMBERS)]
         extra = ""
         if self.kind == "meta":
@@ -181,6 +198,20 @@ def _redirect(status: int, target: str) -> Reply:
     return Reply(status, f'<a href="{escape(target)}">moved</a>\n'.encode(), _HTML, location=target)
 
 
+@functools.cache
+def huge_robots() -> bytes:
+    """``Disallow: /private/``, then comment lines up to HUGE_BYTES with ``Disallow: /`` past 500 KiB."""
+    head = b"User-agent: *\nDisallow: /private/\n"
+    filler = b"# " + b"filler of a robots.txt that grew too big " * 2 + b"\n"
+    body = bytearray(head)
+    while len(body) < 600 * 1024:
+        body += filler
+    body += b"Disallow: /\n"
+    while len(body) < HUGE_BYTES:
+        body += filler
+    return bytes(body)
+
+
 def robots_hosts() -> tuple[RobotsHost, ...]:
-    kinds = ("moved", "away", "files", "down", "groups", "meta", "slow")
+    kinds = ("moved", "away", "files", "down", "groups", "meta", "slow", "huge", "loop")
     return tuple(RobotsHost(kind, f"127.0.0.{16 + n}") for n, kind in enumerate(kinds))

@@ -46,7 +46,7 @@ def test_robots_txt_and_robots_meta_as_site_owners_mean_them(fleet: Any) -> None
     fleet.env["CRAWLFLEET_ROBOTS_ERROR_TTL"] = "1"  # an unreachable robots.txt is asked again every second
     fleet.start(universal_workers=2)
     crawls = {"moved": "robots-moved", "away": "robots-away", "down": "robots-down", "groups": "robots-groups",
-              "meta": "robots-meta"}
+              "meta": "robots-meta", "huge": "robots-huge", "loop": "robots-loop"}
     fleet.submit(*(crawl(kind, crawlid, fleet) for kind, crawlid in crawls.items()))
     fleet.wait_finished(list(crawls.values()), CRAWL_TIMEOUT)
 
@@ -77,6 +77,14 @@ def test_robots_txt_and_robots_meta_as_site_owners_mean_them(fleet: Any) -> None
     assert fetched.count("/robots.txt") == 1
     assert set(fetched) - {"/robots.txt"} == expected, fetched
     assert len(stored(fleet, "robots-groups")) == len(expected)
+
+    # A robots.txt of 700 KiB: what is past 500 KiB ("Disallow: /") is ignored, the rest obeyed.
+    fetched = paths(fleet, "huge", before["huge"])
+    assert fetched.count("/robots.txt") == 1 and set(fetched) - {"/robots.txt"} == expected, fetched
+    # More than five redirects: unavailable, so everything is allowed; the sixth is never asked for.
+    fetched = paths(fleet, "loop", before["loop"])
+    assert fetched[:6] == ["/robots.txt"] + [f"/r/{hop}" for hop in range(1, 6)], fetched
+    assert set(fetched[6:]) == {"/"} | {f"/pages/{n}.html" for n in range(PLAIN_PAGES)}, fetched
 
     # Meta robots, X-Robots-Tag, rel=nofollow.
     fetched = set(paths(fleet, "meta", before["meta"]))
