@@ -12,7 +12,9 @@ checks, which is what lets one monitor validate thousands of requests a second. 
 - formats are checked, not just annotated: ``http-url`` (absolute http(s) with a host, no white space, control or
   invisible characters), ``xpath`` (compiles with lxml, EXSLT ``re:``/``set:`` allowed as parsel does, known
   functions only; the regex literals of its ``re:`` calls as below), ``xpath-nodes`` (an ``xpath`` whose result
-  on a sample page is a node-set of elements: the list spider's ``list_from`` and ``restrict_xpaths``), ``regex``
+  on a sample page is a node-set of elements: the list spider's ``list_from`` and ``restrict_xpaths``),
+  ``xpath-links`` (an ``xpath`` giving nodes or a string, not a number or boolean: ``next_page``,
+  ``second_page_url``), ``regex``
   (compiles with Python's ``re``, and with RE2, the linear-time engine the crawl runs request regexes in:
   ``messaging.regexes``).
 
@@ -165,6 +167,24 @@ def is_node_xpath(value: object) -> bool:
     return not isinstance(value, str) or (_check_xpath(value) and _check_nodes(value))
 
 
+@FORMATS.checks("xpath-links", raises=etree.XPathError)
+def is_link_xpath(value: object) -> bool:
+    return not isinstance(value, str) or (_check_xpath(value) and _check_links(value))
+
+
+@lru_cache(maxsize=4096)
+def _check_links(expression: str) -> bool:
+    """A link XPath gives elements (their href), attribute or text nodes, or a string: never a number or boolean."""
+    try:
+        result = etree.XPath(expression, namespaces=EXSLT_NAMESPACES)(_SAMPLE)
+    except Exception as exc:  # compiled and probed already: a failure here is the sample's, reported all the same
+        raise etree.XPathEvalError(f"{type(exc).__name__}: {exc}") from None
+    if isinstance(result, bool | float):
+        raise NotElements(f"it gives {_RESULT_KINDS[type(result)]}, not links (select the links, e.g. //a/@href "
+                          "or //a[@class='next'])")
+    return True
+
+
 @lru_cache(maxsize=4096)
 def _check_nodes(expression: str) -> bool:
     try:
@@ -191,7 +211,8 @@ def is_regex(value: object) -> bool:
 
 
 _FORMAT_NAMES = {"http-url": "an absolute http(s) URL", "xpath": "a valid XPath",
-                 "xpath-nodes": "an XPath that selects elements", "regex": "a valid regular expression"}
+                 "xpath-nodes": "an XPath that selects elements", "xpath-links": "an XPath that selects links",
+                 "regex": "a valid regular expression"}
 
 
 # --- schemas -----------------------------------------------------------------------------------------------------
@@ -247,7 +268,8 @@ class CompiledSchema:
     def __init__(self, reference: Draft202012Validator) -> None:
         self.reference = reference
         formats = {"http-url": _passes(is_http_url), "xpath": _passes(is_xpath),
-                   "xpath-nodes": _passes(is_node_xpath), "regex": _passes(is_regex)}
+                   "xpath-nodes": _passes(is_node_xpath), "xpath-links": _passes(is_link_xpath),
+                   "regex": _passes(is_regex)}
         self.fast = jsonschema_rs.Draft202012Validator(reference.schema, formats=formats, validate_formats=True)
 
     def first_error(self, instance: Any, prefix: tuple[Any, ...] = ()) -> Rejected | None:
@@ -287,7 +309,7 @@ def describe(error: ValidationError) -> str:
     """One line about a schema error, quoting at most a short excerpt of the offending value."""
     if error.validator == "format":
         name = _FORMAT_NAMES.get(str(error.validator_value), str(error.validator_value))
-        if error.validator_value == "xpath-nodes" and not isinstance(error.cause, NotElements):
+        if error.validator_value in ("xpath-nodes", "xpath-links") and not isinstance(error.cause, NotElements):
             name = _FORMAT_NAMES["xpath"]  # not even XPath
         cause = f": {error.cause}" if error.cause else ""
         message = f"{_short(error.instance)} is not {name}{cause}"

@@ -136,3 +136,16 @@ def test_element_xpaths_and_the_switch_pass() -> None:
                                                                 "ignore_robots_meta": False}})
     with pytest.raises(Rejected, match=r"\$.rule.ignore_robots_meta: 'yes' is not of type boolean"):
         parse_request({**BASE, "spider_type": "universal", "rule": {"rules": [{}], "ignore_robots_meta": "yes"}})
+
+
+@pytest.mark.parametrize("xpath, ok", [
+    ("count(//a)", False), ("boolean(//a[@class='next'])", False), ("//a[@class='next']", True),
+    ("//a[@class='next']/@href", True), ("string(//a[@class='next']/@href)", True),
+])
+def test_link_xpaths_must_give_links(xpath: str, ok: bool) -> None:
+    rule = {"first_page_xpath": {"list_from": "//li", "next_page": xpath, "second_page_url": xpath}}
+    if ok:
+        parse_request({**BASE, "spider_type": "list", "rule": rule})
+        return
+    with pytest.raises(Rejected, match=r"is not an XPath that selects links: it gives a (number|boolean), not links"):
+        parse_request({**BASE, "spider_type": "list", "rule": rule})
