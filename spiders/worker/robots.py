@@ -37,6 +37,7 @@ from frontier.robots_rules import MAX_BODY, MAX_REDIRECTS, MISSING, OK, UNREACHA
 
 logger = logging.getLogger(__name__)
 META = "fleet_robots"  # marks the robots.txt downloads (their bytes are counted against the cap)
+BYTES_META = "fleet_robots_bytes"
 
 
 class ScrapyRobots(RobotsCache):
@@ -62,7 +63,6 @@ class RobotsFetcher:
         self.crawler = crawler
         self.cache = cache
         self.on_stored = on_stored
-        self._received: dict[int, int] = {}  # id(request) -> bytes so far, for the robots downloads running
         self._renewal: task.LoopingCall | None = None
         crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
@@ -81,21 +81,18 @@ class RobotsFetcher:
         request = Request(robots_url(url), priority=1000, dont_filter=True, headers={"Accept-Encoding": "identity"},
                           meta={"dont_obey_robotstxt": True, "dont_retry": True, "redirect_ttl": MAX_REDIRECTS,
                                 META: True})
-        self._received[id(request)] = 0
         d = deferred_from_coro(self.crawler.engine.download_async(request))
-        d.addBoth(partial(self._fetched, url, request))
+        d.addBoth(partial(self._fetched, url))
 
     def _bytes_received(self, data: bytes, request: Request, **_: Any) -> None:
         if not request.meta.get(META):
             return
-        key = id(request)
-        # A redirect's request is a new object: it starts its own count.
-        self._received[key] = self._received.get(key, 0) + len(data)
-        if self._received[key] > MAX_BODY:
+        received = request.meta.get(BYTES_META, 0) + len(data)  # a redirect's request carries a copy of its meta
+        request.meta[BYTES_META] = received
+        if received > MAX_BODY:
             raise StopDownload(fail=False)  # the response arrives with what was read: the first 500 KiB count
 
-    def _fetched(self, url: str, request: Request, result: Any) -> None:
-        self._received.pop(id(request), None)
+    def _fetched(self, url: str, result: Any) -> None:
         status = getattr(result, "status", None)
         if isinstance(result, Failure) and result.check(IgnoreRequest):
             # e.g. "max redirections reached": RFC 9309 2.3.1.2 lets a crawler take it as unavailable
