@@ -19,6 +19,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "dispatch": [],
     "dispatch_sim": [],
     "throttle": [],
+    "robots_claims": ["--hosts", "500"],
     "bloom": ["--urls", "1000000"],
     "bloom_groups": [],
     "extraction": [],

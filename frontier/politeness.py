@@ -43,7 +43,6 @@ logger = logging.getLogger(__name__)
 STATS_MODULE = "politeness"
 KEY_TTL_MARGIN = 60.0  # idle throttle windows vanish this long after their last hit could matter
 LEASE_SCORES_MARGIN = 86400.0  # a dead job's lease scores vanish this long after its last lease could end
-ROBOTS_PENDING_WAIT = 0.2  # another process is fetching the domain's robots.txt: look again after this
 MAX_DISALLOWED_PER_TAKE = 64  # bound the work of one take() when a queue starts with many disallowed URLs
 REQUEUE_BATCH = 1000
 US = 1_000_000
@@ -54,7 +53,7 @@ class Outcome:
     EMPTY = "empty"
     THROTTLED = "throttled"
     BLOCKED = "blocked"
-    ROBOTS_PENDING = "robots_pending"  # another process fetches the domain's robots.txt
+    ROBOTS_PENDING = "robots_pending"  # the domain's robots.txt is being fetched, or is unreachable
     DISALLOWED = "disallowed"  # only disallowed URLs were found (removed); try again at once
     BLACKLISTED = "blacklisted"  # the domain's queue was dropped
 
@@ -173,10 +172,12 @@ class Politeness:
                 if not head:
                     return TakeResult(Outcome.EMPTY, domain, removed=removed)
                 expected = as_text(head[0])
-                verdict = self.robots.allowed(Task.decode(expected).url, self.user_agent)
-                if verdict is None:
+                url = Task.decode(expected).url
+                verdict = self.robots.allowed(url, self.user_agent)
+                if verdict is None:  # being fetched, or unreachable (RFC 9309: nothing allowed): the tasks wait
                     self._count(Outcome.ROBOTS_PENDING)
-                    return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=ROBOTS_PENDING_WAIT, removed=removed)
+                    return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=self.robots.pending_wait(url),
+                                      removed=removed)
                 if not verdict:
                     if self.redis.zrem(keys.queue(self.job, domain), expected):
                         removed.append(Task.decode(expected))

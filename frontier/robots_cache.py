@@ -1,89 +1,168 @@
-"""robots.txt shared by the whole cluster: fetched once, kept in ``robots:{<domain>}`` with a TTL.
+"""robots.txt shared by the whole cluster, by RFC 9309: fetched once per host, kept in ``robots:{<domain>}:<host>``.
 
-The first process that needs a domain's rules takes ``robots:{<domain>}:lock`` (``SET NX`` with a short TTL) and
-fetches; the others see the lock and skip the domain meanwhile (:meth:`RobotsCache.lookup` answers ``None``:
-"pending"), so a cluster of N processes fetches each robots.txt once per TTL, not N times. Each process keeps the
-parsed rules (protego, as Scrapy's default ``ROBOTSTXT_PARSER``) for a short while so that a fetch loop does not
-re-read Redis for every URL.
+**Claim.** The first process that needs a host's rules claims the fetch (``lua/robots_claim.lua``: in one call it
+returns the cached rules, or the host's outage, or claims ``robots:{<domain>}:<host>:lock`` with its own token, so a
+robots.txt stored between a check and a claim can never be fetched twice). The others see the claim and wait
+(:meth:`RobotsCache.lookup` answers ``None``: "pending"). The holder keeps the claim for as long as its fetch runs:
+:class:`Claims` knows the fetches this process runs and :meth:`RobotsCache.renew_claims` extends each one every
+third of ``lock_seconds`` (``lua/robots_renew.lua``, only while the claim is still the caller's), up to
+``fetch_seconds`` (the longest a fetch can take: a download timeout per redirect hop). A holder that dies stops
+renewing and its claim expires after ``lock_seconds``. So one host's robots.txt is fetched once per expiry however
+slow it is.
 
-Fetching is injected: ``fetch(robots_url) -> body``. The Scrapy side fetches through Scrapy (its own
-:meth:`RobotsCache.claim` / :meth:`RobotsCache.store` when the download is asynchronous); :func:`fetch_http` is a
-plain blocking fetch for tools, tests and benchmarks. As in Scrapy, a missing robots.txt (4xx) allows everything;
-an unreachable one (5xx, network error) allows everything for ``error_ttl`` and is then fetched again.
+**Answers** (:mod:`frontier.robots_rules`): a 2xx body is stored for ``ttl`` (at most 500 KiB of it); a 4xx is stored
+as ``""`` (allow all) for ``ttl``; a 5xx or a network error is an *outage* (``lua/robots_down.lua``,
+``robots:{<domain>}:<host>:down``): nothing of the host is fetched, its tasks wait in their queues (they are not
+dropped), and the fetch is tried again after ``first_retry`` seconds, twice as long after each failure up to
+``error_ttl`` (or after the server's Retry-After). When the outage has lasted ``outage_limit`` seconds (default one
+day; RFC 9309 2.3.1.3 names 30 days as an example of "a reasonably long period"), the robots.txt is treated as
+unavailable (allow all) until the next attempt; the first successful fetch ends the outage.
 
-robots.txt is per host (and port), and so is the cache: ``robots:{<domain>}:<host>``, with the domain as the hash
-tag like every domain key. Throttles are per domain, so a Crawl-delay applies to the domain from the rules of its
-host that were read last.
+Each process keeps what it read for a short while (``local_seconds``; an outage until its next attempt) so that a
+fetch loop does not re-read Redis for every URL. Fetching is injected: ``fetch(robots_url) -> body``, raising
+:class:`RobotsUnavailable` for a server or network error; the Scrapy side fetches through Scrapy with
+:meth:`RobotsCache.claim` / :meth:`store` / :meth:`store_failure` (``spiders.worker.robots``); :func:`fetch_http` is
+a plain blocking fetch for tools, tests and benchmarks.
+
+robots.txt is per host (and port), and so is the cache, with the domain as the hash tag like every domain key.
+Throttles are per domain, so a Crawl-delay applies to the domain from the rules of its host that were read last.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from protego import Protego
-
+from frontier.lua import LUA
+from frontier.robots_rules import (
+    MAX_BODY,
+    MAX_REDIRECTS,
+    UNREACHABLE,
+    RobotsRules,
+    authority,
+    cap_body,
+    robots_url,
+    status_kind,
+)
 from messaging import keys
-from messaging.clock import Clock, SystemClock
+from messaging.clients import as_text
+from messaging.clock import LUA_NOW_SECONDS, Clock, SystemClock
 from messaging.domains import domain_of
+from messaging.scripts import lua_source, run_scripts
+
+__all__ = ["Claims", "Robots", "RobotsCache", "RobotsUnavailable", "authority", "fetch_http", "robots_url"]
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY = 500 * 1024  # what Google reads of a robots.txt; the rest is ignored
 DEFAULT_LOCK_SECONDS = 30.0
 DEFAULT_LOCAL_SECONDS = 60.0
+DEFAULT_FETCH_SECONDS = (MAX_REDIRECTS + 1) * 30.0 + 30.0  # a download timeout per hop, and the downloader's queue
+DEFAULT_OUTAGE_LIMIT = 86400.0
+FIRST_RETRY = 15.0  # seconds before an unreachable robots.txt is asked again; doubles up to error_ttl
+PENDING_WAIT = 0.2  # another process fetches: look again after this
+LONGEST_WAIT = 60.0  # an outage: look again after its next attempt, but at least this often
 
 Fetcher = Callable[[str], str]
 
 
 class RobotsUnavailable(Exception):
-    """The robots.txt could not be read (5xx, network error): everything is allowed until the entry expires."""
+    """The robots.txt could not be read (5xx, network error): nothing of the host is crawled for now."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
 class Robots:
     domain: str
     body: str
-    parser: Protego
+    rules: RobotsRules
 
     def allowed(self, url: str, user_agent: str) -> bool:
-        return bool(self.parser.can_fetch(url, user_agent))
+        return self.rules.allowed(url, user_agent)
 
     def crawl_delay(self, user_agent: str) -> float | None:
-        delay = self.parser.crawl_delay(user_agent)
-        return float(delay) if delay else None
+        return self.rules.crawl_delay(user_agent)
 
 
-def robots_url(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}/robots.txt"
+@dataclass(frozen=True)
+class Outage:
+    """A host whose robots.txt is unreachable: asked again at ``retry_at`` (this process's clock)."""
+
+    retry_at: float
+    why: str
+
+
+class _RedirectLimit(urllib.request.HTTPRedirectHandler):
+    max_redirections = MAX_REDIRECTS
 
 
 def fetch_http(url: str, timeout: float = 10.0, user_agent: str = "crawlfleet") -> str:
-    """GET a robots.txt with urllib (no proxies): the body, ``""`` for a 4xx, :class:`RobotsUnavailable` else."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    """GET a robots.txt with urllib (no proxies, five redirects): the body, ``""`` when unavailable (4xx),
+    :class:`RobotsUnavailable` when unreachable (5xx, 429, network error)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _RedirectLimit())
     request = urllib.request.Request(url, headers={"User-Agent": user_agent})
     try:
         with opener.open(request, timeout=timeout) as response:
-            return response.read(MAX_BODY).decode("utf-8", errors="replace")
+            return cap_body(response.read(1 << 20))
     except urllib.error.HTTPError as exc:
-        if 400 <= exc.code < 500:
+        if status_kind(exc.code) != UNREACHABLE:
             return ""
-        raise RobotsUnavailable(f"{url}: HTTP {exc.code}") from exc
+        raise RobotsUnavailable(f"{url}: HTTP {exc.code}", _retry_after(exc.headers.get("Retry-After"))) from exc
     except (OSError, ValueError) as exc:
         raise RobotsUnavailable(f"{url}: {exc}") from exc
 
 
-def authority(url: str) -> str:
-    """The host a robots.txt belongs to: the lower-case host name, with the port when the URL names a port."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").rstrip(".").lower()
-    return f"{host}:{parts.port}" if parts.port else host
+def _retry_after(value: str | None) -> float | None:
+    return float(value) if value and value.strip().isdigit() else None
+
+
+class Claims:
+    """The robots.txt fetches this process runs, by host URL: which claims to renew now (pure, on a given clock)."""
+
+    def __init__(self, lock_seconds: float, fetch_seconds: float, clock: Clock) -> None:
+        self.lock_seconds = lock_seconds
+        self.fetch_seconds = fetch_seconds
+        self.clock = clock
+        self._held: dict[str, tuple[float, float]] = {}  # url -> (claimed at, renewed at)
+        self._lock = threading.Lock()
+
+    def add(self, url: str) -> None:
+        now = self.clock.now()
+        with self._lock:
+            self._held[url] = (now, now)
+
+    def discard(self, url: str) -> None:
+        with self._lock:
+            self._held.pop(url, None)
+
+    def __contains__(self, url: str) -> bool:
+        return url in self._held
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def due(self) -> tuple[list[str], list[str]]:
+        """(claims to renew now: a third of the claim's TTL has passed since the last renewal, claims given up:
+        their fetch has run longer than any fetch can, so it was lost). Renewed ones count as renewed now."""
+        now = self.clock.now()
+        renew, lost = [], []
+        with self._lock:
+            for url, (claimed, renewed) in list(self._held.items()):
+                if now - claimed > self.fetch_seconds:
+                    lost.append(url)
+                    del self._held[url]
+                elif now - renewed >= self.lock_seconds / 3:
+                    renew.append(url)
+                    self._held[url] = (claimed, now)
+        return renew, lost
 
 
 class RobotsCache:
@@ -96,6 +175,10 @@ class RobotsCache:
         lock_seconds: float = DEFAULT_LOCK_SECONDS,
         local_seconds: float = DEFAULT_LOCAL_SECONDS,
         clock: Clock | None = None,
+        outage_limit: float = DEFAULT_OUTAGE_LIMIT,
+        first_retry: float = FIRST_RETRY,
+        fetch_seconds: float = DEFAULT_FETCH_SECONDS,
+        redis_now: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.redis = redis
         self.fetch = fetch
@@ -103,82 +186,170 @@ class RobotsCache:
         self.error_ttl = error_ttl
         self.lock_seconds = lock_seconds
         self.local_seconds = min(local_seconds, ttl)
-        self.clock = clock or SystemClock()  # only for this process's memo
+        self.outage_limit = outage_limit
+        self.first_retry = min(first_retry, error_ttl)
+        self.clock = clock or SystemClock()  # this process's memo and claims
+        self.redis_now = redis_now  # the scripts' time: None = the Redis clock (tests pass simulated time)
+        self.token = uuid.uuid4().hex  # this process's claims
+        self.claims = Claims(lock_seconds, fetch_seconds, self.clock)
         self.fetched = 0  # robots.txt files this process fetched (tests, stats)
-        self._memo: dict[str, tuple[Robots, float]] = {}  # by host
+        self._memo: dict[str, tuple[Robots | Outage, float]] = {}  # by host
         self._latest: dict[str, Robots] = {}  # by domain: the rules of the host read last (Crawl-delay)
+        self._claim = _script(redis, "robots_claim", timed=True)
+        self._store = _script(redis, "robots_store")
+        self._down = _script(redis, "robots_down", timed=True)
+        self._renew = _script(redis, "robots_renew")
 
+    # --- reading --------------------------------------------------------------------------------------------------
     def lookup(self, url: str) -> Robots | None:
-        """The rules for ``url``'s host; fetched now if nobody has them; ``None`` while another process fetches
-        (or, without a fetcher, while nobody has them: see :meth:`claim` and :meth:`store`)."""
-        robots = self.cached(url)
-        if robots is not None:
-            return robots
-        if self.fetch is None or not self.claim(url):
+        """The rules for ``url``'s host; fetched now (blocking) if nobody has them and this cache has a fetcher;
+        ``None`` while another process fetches, while the host's robots.txt is unreachable, or (without a
+        fetcher) while nobody has them."""
+        state = self.state(url)
+        if state != "claimed":
+            return state if isinstance(state, Robots) else None
+        if self.fetch is None:
             return None
         try:
             body = self.fetch(robots_url(url))
-            ttl = self.ttl
         except RobotsUnavailable as exc:
-            logger.warning("robots.txt of %s unavailable, allowing all for %.0fs: %s", authority(url),
-                           self.error_ttl, exc)
-            body, ttl = "", self.error_ttl
+            self.fetched += 1
+            return self.store_failure(url, str(exc), exc.retry_after)
         except BaseException:
             self.release(url)
             raise
         self.fetched += 1
-        return self.store(url, body, ttl)
+        return self.store(url, body)
 
-    def cached(self, url: str) -> Robots | None:
-        """The rules of ``url``'s host if this process or the cluster has them; never fetches."""
+    def state(self, url: str) -> Robots | Outage | str:
+        """The host's rules, its outage, ``"claimed"`` (this call claimed the fetch: the caller fetches) or
+        ``"pending"`` (a fetch runs, here or elsewhere)."""
         host = authority(url)
         memo = self._memo.get(host)
         now = self.clock.now()
         if memo is not None and memo[1] > now:
             return memo[0]
         domain = domain_of(url)
+        reply = self._claim(keys=self._keys(domain, host),
+                            args=[_time_arg(self.redis_now()), self.token, int(self.lock_seconds * 1000)])
+        kind = as_text(reply[0])
+        if kind == "cached":
+            return self._remember(domain, host, as_text(reply[1]))
+        if kind == "down":
+            retry_in = float(as_text(reply[1]))
+            outage = Outage(now + retry_in, as_text(reply[2]))
+            self._memo[host] = (outage, now + min(retry_in, self.local_seconds))
+            return outage
+        self._memo.pop(host, None)
+        if kind == "claimed":
+            self.claims.add(url)
+        return "claimed" if kind == "claimed" else "pending"
+
+    def cached(self, url: str) -> Robots | None:
+        """The rules of ``url``'s host if this process or the cluster has them; never fetches (nor claims)."""
+        host = authority(url)
+        memo = self._memo.get(host)
+        if memo is not None and memo[1] > self.clock.now() and isinstance(memo[0], Robots):
+            return memo[0]
+        domain = domain_of(url)
         raw = self.redis.get(keys.robots(domain, host))
-        if raw is None:
-            self._memo.pop(host, None)
-            return None
-        return self._remember(domain, host, raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
+        return None if raw is None else self._remember(domain, host, as_text(raw))
 
     def allowed(self, url: str, user_agent: str) -> bool | None:
-        """Whether robots.txt allows ``url`` for ``user_agent``; ``None`` while the rules are being fetched."""
+        """Whether robots.txt allows ``url`` for ``user_agent`` (its product token); ``None`` while the rules are
+        being fetched or the host's robots.txt is unreachable: wait :meth:`pending_wait`, do not drop the URL."""
         robots = self.lookup(url)
         return None if robots is None else robots.allowed(url, user_agent)
+
+    def pending_wait(self, url: str) -> float:
+        """How long a URL whose verdict was ``None`` should wait: until the next attempt of an outage, else a
+        moment (another process is fetching)."""
+        memo = self._memo.get(authority(url))
+        if memo is not None and isinstance(memo[0], Outage):
+            return min(LONGEST_WAIT, max(PENDING_WAIT, memo[0].retry_at - self.clock.now()))
+        return PENDING_WAIT
 
     def crawl_delay(self, domain: str, user_agent: str) -> float | None:
         """The Crawl-delay of the domain's host whose rules were read last (throttles are per domain)."""
         robots = self._latest.get(domain)
         return None if robots is None else robots.crawl_delay(user_agent)
 
+    # --- the fetch of one host ------------------------------------------------------------------------------------
     def claim(self, url: str) -> bool:
-        """Become the one process that fetches the robots.txt of ``url``'s host (for ``lock_seconds``)."""
-        key = keys.robots_lock(domain_of(url), authority(url))
-        return bool(self.redis.set(key, "1", nx=True, px=int(self.lock_seconds * 1000)))
+        """Become the one process that fetches the robots.txt of ``url``'s host (renew with :meth:`renew_claims`);
+        False when the rules are known, the host is in an outage or another process fetches."""
+        self._memo.pop(authority(url), None)
+        return self.state(url) == "claimed"
 
     def release(self, url: str) -> None:
-        self.redis.delete(keys.robots_lock(domain_of(url), authority(url)))
+        """Give up this process's claim (a fetch that could not be made): another process may claim it at once."""
+        self.claims.discard(url)
+        self._renew(keys=[keys.robots_lock(domain_of(url), authority(url))], args=[self.token, 1])
 
     def store(self, url: str, body: str, ttl: float | None = None) -> Robots:
-        """Publish the robots.txt of ``url``'s host to the cluster and release the fetch lock."""
-        body = body[:MAX_BODY]
+        """Publish the robots.txt of ``url``'s host (``""``: unavailable, allow all), end its outage, release
+        the claim."""
+        data = body.encode("utf-8")
+        if len(data) > MAX_BODY:
+            body = cap_body(data)
         domain, host = domain_of(url), authority(url)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.set(keys.robots(domain, host), body, px=max(1, int((ttl or self.ttl) * 1000)))
-        pipe.delete(keys.robots_lock(domain, host))
-        pipe.execute()
+        self._store(keys=self._keys(domain, host), args=[self.token, body, max(1, int((ttl or self.ttl) * 1000))])
+        self.claims.discard(url)
         return self._remember(domain, host, body)
+
+    def store_failure(self, url: str, why: str, retry_after: float | None = None) -> Robots | None:
+        """A server or network error: the host's outage begins or goes on (``None``), or has lasted longer than
+        ``outage_limit`` (the rules are then "allow all" until the next attempt). Releases the claim."""
+        domain, host = domain_of(url), authority(url)
+        reply = self._down(keys=self._keys(domain, host),
+                           args=[_time_arg(self.redis_now()), self.token, self.first_retry, self.error_ttl,
+                                 "" if retry_after is None else retry_after, self.outage_limit, why[:300]])
+        self.claims.discard(url)
+        kind, lasted, retry_in = as_text(reply[0]), float(as_text(reply[1])), float(as_text(reply[2]))
+        if kind == "escaped":
+            logger.warning("robots.txt of %s unreachable for %.0f s (over the %.0f-s outage limit): allowing all "
+                           "until the next attempt in %.0f s: %s", host, lasted, self.outage_limit, retry_in, why)
+            return self._remember(domain, host, "")
+        logger.warning("robots.txt of %s unreachable (%s): nothing of it is crawled; next attempt in %.0f s", host,
+                       why, retry_in)
+        now = self.clock.now()
+        self._memo[host] = (Outage(now + retry_in, why), now + min(retry_in, self.local_seconds))
+        return None
+
+    def renew_claims(self) -> list[str]:
+        """Extend the claims of the fetches this process runs (call it every third of ``lock_seconds`` or more
+        often: only due claims cost a call); returns the host URLs whose claim was lost."""
+        renew, lost = self.claims.due()
+        for url in lost:
+            logger.warning("robots.txt fetch for %s ran longer than %.0f s: its claim is left to expire",
+                           authority(url), self.claims.fetch_seconds)
+        calls = [(self._renew, [keys.robots_lock(domain_of(url), authority(url))],
+                  [self.token, int(self.lock_seconds * 1000)]) for url in renew]
+        for url, renewed in zip(renew, run_scripts(self.redis, calls), strict=True):
+            if not int(renewed):
+                self.claims.discard(url)
+                lost.append(url)
+        return lost
 
     def forget(self, url: str) -> None:
         """Drop the rules of ``url``'s host everywhere (the next lookup fetches again)."""
         host = authority(url)
         self._memo.pop(host, None)
-        self.redis.delete(keys.robots(domain_of(url), host))
+        self.redis.delete(keys.robots(domain_of(url), host), keys.robots_down(domain_of(url), host))
+
+    def _keys(self, domain: str, host: str) -> list[str]:
+        return [keys.robots(domain, host), keys.robots_lock(domain, host), keys.robots_down(domain, host)]
 
     def _remember(self, domain: str, host: str, body: str) -> Robots:
-        robots = Robots(domain, body, Protego.parse(body))
+        robots = Robots(domain, body, RobotsRules(body))
         self._memo[host] = (robots, self.clock.now() + self.local_seconds)
         self._latest[domain] = robots
         return robots
+
+
+def _script(redis: Any, name: str, timed: bool = False) -> Any:
+    return redis.register_script((LUA_NOW_SECONDS if timed else "") + lua_source(LUA / f"{name}.lua"))
+
+
+def _time_arg(now: float | None) -> str:
+    return "" if now is None else repr(float(now))

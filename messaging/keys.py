@@ -127,13 +127,22 @@ def robots(domain: str, host: str) -> str:
 
 
 def robots_lock(domain: str, host: str) -> str:
-    """string with TTL: one process of the cluster is fetching the host's robots.txt."""
+    """string with TTL: the claim token of the one process of the cluster that fetches the host's robots.txt,
+    renewed by its holder while the fetch runs."""
     return f"robots:{{{_tag(domain)}}}:{host}:lock"
 
 
 def hit_sequence(domain: str) -> str:
     """string: counter that makes every throttle hit a unique zset member."""
     return f"hits:{{{_tag(domain)}}}:sequence"
+
+
+# --- robots.txt outages (RFC 9309 2.3.1.3; hash tag: the domain) -------------------------------------------------
+def robots_down(domain: str, host: str) -> str:
+    """hash: the host's robots.txt is unreachable (5xx, network error): ``since`` (first failure, Redis time),
+    ``retry_at``, ``failures``, ``why``; the host is not crawled until a fetch succeeds or the outage outlasts
+    CRAWLFLEET_ROBOTS_OUTAGE_LIMIT. Deleted by the first successful fetch."""
+    return f"robots:{{{_tag(domain)}}}:{host}:down"
 
 
 # --- dedup -------------------------------------------------------------------------------------------------------

@@ -136,14 +136,26 @@ define("CRAWLFLEET_ROBOTSTXT_OBEY", True,
        "Refuse URLs that the site's robots.txt disallows (as Scrapy's ROBOTSTXT_OBEY) and slow down to its "
        "Crawl-delay.", group="politeness", parse=parse_bool)
 define("CRAWLFLEET_ROBOTSTXT_USER_AGENT", "crawlfleet",
-       "User agent that robots.txt rules are matched for (as Scrapy's ROBOTSTXT_USER_AGENT); set it when "
-       "User-Agent headers rotate.", group="politeness")
+       "The crawler's product token (RFC 9309 2.2.1: letters, '_' and '-', optionally /version) that robots.txt "
+       "groups, X-Robots-Tag prefixes and <meta name=...> robots tags are matched for, case-insensitively; never "
+       "the rotating User-Agent header. A worker refuses to start with anything else.", group="politeness")
 define("CRAWLFLEET_ROBOTS_TTL", 86400.0,
        "Seconds a fetched robots.txt stays in the cluster-wide cache (robots:{<domain>}).", group="politeness",
        parse=float)
 define("CRAWLFLEET_ROBOTS_ERROR_TTL", 600.0,
-       "Seconds an unreachable robots.txt (5xx, network error) is cached as allow-all before it is fetched again.",
+       "Longest wait in seconds before an unreachable robots.txt (5xx, 429, network error) is fetched again; the "
+       "first retry comes after 15 s (or the server's Retry-After) and the wait doubles. Meanwhile nothing of the "
+       "host is fetched (RFC 9309 2.3.1.3): its tasks wait in their queues.", group="politeness", parse=float)
+
+# --- robots.txt: claims and outages (RFC 9309) --------------------------------------------------------------------
+define("CRAWLFLEET_ROBOTS_LOCK_SECONDS", 30.0,
+       "TTL in seconds of a worker's claim on a host's robots.txt fetch (one fetch for the cluster); the holder "
+       "renews it every third of this while the download runs, so a dead holder's claim ends after this long.",
        group="politeness", parse=float)
+define("CRAWLFLEET_ROBOTS_OUTAGE_LIMIT", 86400.0,
+       "Seconds a host's robots.txt may stay unreachable before it is treated as unavailable (allow all) until it "
+       "answers again: RFC 9309 2.3.1.3's escape after \"a reasonably long period of time\".", group="politeness",
+       parse=float)
 
 
 # --- messaging: Kafka intake and Redis monitor ----------------------------------------------------------------------

@@ -11,8 +11,12 @@ checks, which is what lets one monitor validate thousands of requests a second. 
   re-encodes cleanly into Redis;
 - formats are checked, not just annotated: ``http-url`` (absolute http(s) with a host, no white space, control or
   invisible characters), ``xpath`` (compiles with lxml, EXSLT ``re:``/``set:`` allowed as parsel does, known
-  functions only; the regex literals of its ``re:`` calls as below), ``regex`` (compiles with Python's ``re``, and
-  with RE2, the linear-time engine the crawl runs request regexes in: ``messaging.regexes``).
+  functions only; the regex literals of its ``re:`` calls as below), ``xpath-nodes`` (an ``xpath`` whose result
+  on a sample page is a node-set of elements: the list spider's ``list_from`` and ``restrict_xpaths``),
+  ``xpath-links`` (an ``xpath`` giving nodes or a string, not a number or boolean: ``next_page``,
+  ``second_page_url``), ``regex``
+  (compiles with Python's ``re``, and with RE2, the linear-time engine the crawl runs request regexes in:
+  ``messaging.regexes``).
 
 Every ``pattern`` in the schemas ends in ``$(?!\\n)``, not a bare ``$``: Python's ``$`` (the reference validator's)
 also matches before a final newline, which let ``"crawl:r5n-03012\\n"`` pass as an id; the lookahead is valid in
@@ -144,6 +148,59 @@ def _check_xpath(expression: str) -> bool:
     return True
 
 
+# Rule XPaths whose results must be elements (list entries, link regions): checked on a sample page, so that an
+# expression that is valid XPath but can never select an element (count(//a), string(//h1), //a/@href) is refused at
+# intake with the reason instead of failing on every page.
+_SAMPLE = etree.fromstring(
+    "<html><head><title>t</title></head><body><div id='main' class='content'><h1>h</h1>"
+    "<ul class='list'><li>1. <a href='/a' title='a' rel='bookmark'>a</a><span>1</span></li></ul>"
+    "<p>text <b>b</b></p><table><tr><td>c</td></tr></table></div></body></html>")
+_RESULT_KINDS = {float: "a number", str: "a string", bool: "a boolean"}
+
+
+class NotElements(etree.XPathEvalError):
+    """A valid XPath that cannot select elements where the rule needs them."""
+
+
+@FORMATS.checks("xpath-nodes", raises=etree.XPathError)
+def is_node_xpath(value: object) -> bool:
+    return not isinstance(value, str) or (_check_xpath(value) and _check_nodes(value))
+
+
+@FORMATS.checks("xpath-links", raises=etree.XPathError)
+def is_link_xpath(value: object) -> bool:
+    return not isinstance(value, str) or (_check_xpath(value) and _check_links(value))
+
+
+@lru_cache(maxsize=4096)
+def _check_links(expression: str) -> bool:
+    """A link XPath gives elements (their href), attribute or text nodes, or a string: never a number or boolean."""
+    try:
+        result = etree.XPath(expression, namespaces=EXSLT_NAMESPACES)(_SAMPLE)
+    except Exception as exc:  # compiled and probed already: a failure here is the sample's, reported all the same
+        raise etree.XPathEvalError(f"{type(exc).__name__}: {exc}") from None
+    if isinstance(result, bool | float):
+        raise NotElements(f"it gives {_RESULT_KINDS[type(result)]}, not links (select the links, e.g. //a/@href "
+                          "or //a[@class='next'])")
+    return True
+
+
+@lru_cache(maxsize=4096)
+def _check_nodes(expression: str) -> bool:
+    try:
+        result = etree.XPath(expression, namespaces=EXSLT_NAMESPACES)(_SAMPLE)
+    except Exception as exc:  # compiled and probed already: a failure here is the sample's, reported all the same
+        raise etree.XPathEvalError(f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(result, list):
+        kind = next((name for cls, name in _RESULT_KINDS.items() if isinstance(result, cls)), type(result).__name__)
+        raise NotElements(f"it gives {kind}, not a node-set, so it can select no element on any page "
+                                   "(select the elements themselves, e.g. //a rather than count(//a))")
+    if any(not isinstance(node, etree._Element) for node in result):
+        raise NotElements("it selects text or attribute values on a sample page, not elements "
+                                   "(select the elements themselves, e.g. //a rather than //a/@href)")
+    return True
+
+
 @FORMATS.checks("regex", raises=UnsafeRegex)
 def is_regex(value: object) -> bool:
     if isinstance(value, str):
@@ -154,6 +211,7 @@ def is_regex(value: object) -> bool:
 
 
 _FORMAT_NAMES = {"http-url": "an absolute http(s) URL", "xpath": "a valid XPath",
+                 "xpath-nodes": "an XPath that selects elements", "xpath-links": "an XPath that selects links",
                  "regex": "a valid regular expression"}
 
 
@@ -209,7 +267,9 @@ class CompiledSchema:
 
     def __init__(self, reference: Draft202012Validator) -> None:
         self.reference = reference
-        formats = {"http-url": _passes(is_http_url), "xpath": _passes(is_xpath), "regex": _passes(is_regex)}
+        formats = {"http-url": _passes(is_http_url), "xpath": _passes(is_xpath),
+                   "xpath-nodes": _passes(is_node_xpath), "xpath-links": _passes(is_link_xpath),
+                   "regex": _passes(is_regex)}
         self.fast = jsonschema_rs.Draft202012Validator(reference.schema, formats=formats, validate_formats=True)
 
     def first_error(self, instance: Any, prefix: tuple[Any, ...] = ()) -> Rejected | None:
@@ -249,6 +309,8 @@ def describe(error: ValidationError) -> str:
     """One line about a schema error, quoting at most a short excerpt of the offending value."""
     if error.validator == "format":
         name = _FORMAT_NAMES.get(str(error.validator_value), str(error.validator_value))
+        if error.validator_value in ("xpath-nodes", "xpath-links") and not isinstance(error.cause, NotElements):
+            name = _FORMAT_NAMES["xpath"]  # not even XPath
         cause = f": {error.cause}" if error.cause else ""
         message = f"{_short(error.instance)} is not {name}{cause}"
     elif error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):

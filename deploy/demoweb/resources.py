@@ -80,6 +80,9 @@ class DemoResource(Resource):
             result.setdefault(name, {"requests": 0, "status": {}, "paths": {}})["paths"][path] = count
         for name in self.busy.sites():
             result.setdefault(name, {"requests": 0, "status": {}, "paths": {}})["busy"] = self.busy.stats(name)
+        for site in self.router.sites:  # the robots hosts record what they answered when (deploy.demoweb.robotsweb)
+            if hasattr(site, "answers"):
+                result.setdefault(site.name, {"requests": 0, "status": {}, "paths": {}})["answers"] = site.answers()
         return result
 
     @staticmethod

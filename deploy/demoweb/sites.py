@@ -23,6 +23,7 @@ from deploy.demoweb.text import CHINESE, ENGLISH, Language, slugify
 
 if TYPE_CHECKING:
     from deploy.demoweb.hostile import HostileSite
+    from deploy.demoweb.robotsweb import RobotsHost
 
 DOMAIN = "fleet.test"
 DEFAULT_PAGES = 300
@@ -244,10 +245,14 @@ def base_url(name: str, port: int) -> str:
     return f"http://{name}:{port}/"
 
 
-def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[Site | HostileSite, ...]:
+def build_sites(pages: int = DEFAULT_PAGES,
+                seed: str = DEFAULT_SEED) -> tuple[Site | HostileSite | RobotsHost, ...]:
     """The demo web: ``pages`` articles on each content site (the trap site: a tenth of that, at least 5), then
-    the hostile site (``deploy.demoweb.hostile``, last: it is no :class:`Site`)."""
-    from deploy.demoweb.hostile import HostileSite  # it builds on this module: imported when the sites are built
+    the hostile site (``deploy.demoweb.hostile``) and the robots hosts (``deploy.demoweb.robotsweb``), which are no
+    :class:`Site`."""
+    # They build on this module: imported when the sites are built.
+    from deploy.demoweb.hostile import HostileSite
+    from deploy.demoweb.robotsweb import robots_hosts
 
     if pages < 1:
         raise ValueError(f"pages must be positive, not {pages}")
@@ -270,20 +275,24 @@ def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[S
              "blog", 10, max(5, pages // 10), theme=Theme("event-title", "event-body", "event-list", "meta"),
              calendar_home=True, **common),
         HostileSite(),
+        *robots_hosts(),
     )
 
 
-def hosts_file_text(sites: Iterable[Site | HostileSite], port: int) -> str:
+def hosts_file_text(sites: Iterable[Site | HostileSite | RobotsHost], port: int) -> str:
     """The demo web's names in ``/etc/hosts`` format (read by :mod:`messaging.hostmap`)."""
     lines = [f"# crawlfleet demo web (python -m deploy.demoweb), port {port}"]
     lines += [f"{site.ip}\t{site.name}" for site in sites]
     return "\n".join(lines) + "\n"
 
 
-def manifest(sites: Iterable[Site | HostileSite], *, port: int, pages: int, seed: str, static: bool,
+def manifest(sites: Iterable[Site | HostileSite | RobotsHost], *, port: int, pages: int, seed: str, static: bool,
              slow_seconds: float) -> dict[str, Any]:
     """What the demo web serves, for tests and the demo to check a crawl's completeness (content sites under
-    ``sites``, the hostile site and what a crawl should make of each of its pages under ``hostile``)."""
+    ``sites``, the hostile site and what a crawl should make of each of its pages under ``hostile``, the robots
+    hosts under ``robots``)."""
+    from deploy.demoweb.robotsweb import RobotsHost
+
     sites = tuple(sites)
     return {
         "port": port,
@@ -292,5 +301,6 @@ def manifest(sites: Iterable[Site | HostileSite], *, port: int, pages: int, seed
         "static": static,
         "slow_seconds": slow_seconds,
         "sites": {site.name: site.describe(port) for site in sites if isinstance(site, Site)},
-        "hostile": {site.name: site.describe(port) for site in sites if not isinstance(site, Site)},
+        "hostile": {site.name: site.describe(port) for site in sites if not isinstance(site, Site | RobotsHost)},
+        "robots": {site.name: site.describe(port) for site in sites if isinstance(site, RobotsHost)},
     }

@@ -27,6 +27,7 @@ from urllib.parse import urldefrag, urljoin
 
 from lxml import etree
 from scrapy.http import Response, TextResponse
+from scrapy.utils.misc import rel_has_nofollow
 from scrapy.utils.response import get_base_url
 from w3lib.url import safe_url_string
 
@@ -57,6 +58,7 @@ class PageResult:
     items: list[dict[str, Any]] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    nofollow: int = 0  # links left out because the page marks them rel="nofollow"
 
 
 class FieldXPath:
@@ -112,10 +114,21 @@ def first_value(results: Iterable[Any]) -> str | None:
     return None
 
 
-def link_values(results: Iterable[Any]) -> list[str]:
-    """Every non-empty link value of XPath results: an element gives its href (or src), else its text."""
+def rel_nofollow(result: Any) -> bool:
+    """Whether an XPath result is (or is an attribute or text of) an element whose ``rel`` says ``nofollow``."""
+    element = result if isinstance(result, etree._Element) else getattr(result, "getparent", lambda: None)()
+    return isinstance(element, etree._Element) and rel_has_nofollow(element.get("rel"))
+
+
+def link_values(results: Iterable[Any], obey_nofollow: bool = False, page: PageResult | None = None) -> list[str]:
+    """Every non-empty link value of XPath results: an element gives its href (or src), else its text. With
+    ``obey_nofollow``, links marked ``rel="nofollow"`` are left out (counted in ``page.nofollow``)."""
     values = []
     for result in results:
+        if obey_nofollow and rel_nofollow(result):
+            if page is not None:
+                page.nofollow += 1
+            continue
         if isinstance(result, etree._Element):
             attribute = next((result.get(name) for name in _LINK_ATTRIBUTES if result.get(name)), None)
             text = attribute.strip() if attribute is not None else value_of(result)

@@ -39,7 +39,7 @@ class ListRule:
 
     def __init__(self, list_from: FieldXPath, entry_fields: FieldSet, detail_link: FieldXPath | None,
                  next_page: FieldXPath | None, follow_details: bool, detail_fields: FieldSet,
-                 required: tuple[str, ...] = ()):
+                 required: tuple[str, ...] = (), ignore_robots_meta: bool = False):
         self.list_from = list_from
         self.entry_fields = entry_fields
         self.detail_link = detail_link
@@ -47,6 +47,7 @@ class ListRule:
         self.follow_details = follow_details
         self.detail_fields = detail_fields
         self.required = required
+        self.ignore_robots_meta = ignore_robots_meta  # rel="nofollow" links, meta robots, X-Robots-Tag
 
     @classmethod
     def from_json(cls, rule: dict[str, Any]) -> ListRule:
@@ -67,6 +68,7 @@ class ListRule:
             follow_details=first.get("continue", True) is not False,
             detail_fields=FieldSet("second_page_xpath", rule.get("second_page_xpath") or {}),
             required=tuple(rule.get("required") or ()),
+            ignore_robots_meta=rule.get("ignore_robots_meta") is True,
         )
 
     def parse_list(self, response: Response) -> PageResult:
@@ -89,7 +91,8 @@ class ListRule:
         if self.next_page is not None:
             # A pagination block often links to the page itself ("1 2 [3] 4"): never worth a task.
             links.seen.add(links.absolute(response.url) or response.url)
-            for value in link_values(self.next_page.evaluate(root, result.errors)):
+            obey = not self.ignore_robots_meta
+            for value in link_values(self.next_page.evaluate(root, result.errors), obey, result):
                 url = links.new(value)
                 if url is not None:
                     result.links.append(Link(url, LIST, {}))
@@ -99,7 +102,8 @@ class ListRule:
         fields = self.entry_fields.extract(entry, result.errors)
         detail_url = None
         if self.detail_link is not None:
-            for value in link_values(self.detail_link.evaluate(entry, result.errors)):
+            values = link_values(self.detail_link.evaluate(entry, result.errors), not self.ignore_robots_meta, result)
+            for value in values:
                 detail_url = links.absolute(value)
                 if detail_url is not None:
                     break

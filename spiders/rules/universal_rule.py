@@ -102,12 +102,14 @@ class LinkRule:
 class UniversalRule:
     """A universal crawl's rule, compiled once per crawl; ``parse_page``/``parse_sitemap`` per response."""
 
-    def __init__(self, rules: list[LinkRule], start: str = "url", required: tuple[str, ...] = ()):
+    def __init__(self, rules: list[LinkRule], start: str = "url", required: tuple[str, ...] = (),
+                 ignore_robots_meta: bool = False):
         if not rules:
             raise RuleError("a universal rule needs at least one link rule")
         self.rules = rules
         self.start = start
         self.required = required
+        self.ignore_robots_meta = ignore_robots_meta  # rel="nofollow" links, meta robots, X-Robots-Tag
         # One plain extractor per distinct restrict_xpaths (() = the whole page): the link scans a page needs.
         self._scanners = {rule.restrict_xpaths: LinkExtractor(restrict_xpaths=rule.restrict_xpaths)
                           for rule in rules}
@@ -121,7 +123,8 @@ class UniversalRule:
             raise RuleError(f"start URL {start_url!r} has no domain: {exc}") from exc
         specs = rule.get("rules") or []
         return cls([LinkRule(index, spec, default_domain) for index, spec in enumerate(specs)],
-                   start=rule.get("start") or "url", required=tuple(rule.get("required") or ()))
+                   start=rule.get("start") or "url", required=tuple(rule.get("required") or ()),
+                   ignore_robots_meta=rule.get("ignore_robots_meta") is True)
 
     # --- pages -----------------------------------------------------------------------------------------------
     def parse_page(self, response: Response, callback: str) -> PageResult:
@@ -141,7 +144,9 @@ class UniversalRule:
         if rule is not None and rule.extracts:
             result.items.append(rule.fields.extract(root, result.errors))
         if follow:
-            result.links = self._links(response, result.errors)
+            nofollow: set[str] = set()
+            result.links = self._links(response, result.errors, nofollow)
+            result.nofollow = len(nofollow)
         return result
 
     def _rule_of(self, callback: str, errors: list[str]) -> LinkRule | None:
@@ -151,21 +156,23 @@ class UniversalRule:
         errors.append(f"unknown callback {callback!r} (this rule has {len(self.rules)} link rules)")
         return None
 
-    def _links(self, response: TextResponse, errors: list[str]) -> list[Link]:
+    def _links(self, response: TextResponse, errors: list[str], nofollow: set[str]) -> list[Link]:
         scans: dict[tuple[str, ...], list[tuple[str, str]]] = {}
         seen: set[str] = set()
         found: list[Link] = []
         for rule in self.rules:
             if rule.restrict_xpaths not in scans:
-                scans[rule.restrict_xpaths] = self._scan(response, rule, errors)
+                scans[rule.restrict_xpaths] = self._scan(response, rule, errors, nofollow)
             for url, host in scans[rule.restrict_xpaths]:
                 if url not in seen and rule.takes(url, host):
                     seen.add(url)
                     found.append(Link(url, rule.callback, {}))
         return found
 
-    def _scan(self, response: TextResponse, rule: LinkRule, errors: list[str]) -> list[tuple[str, str]]:
-        """(URL, host) of every http(s) link of the page (or of the rule's regions), without fragment, once each."""
+    def _scan(self, response: TextResponse, rule: LinkRule, errors: list[str],
+              nofollow: set[str]) -> list[tuple[str, str]]:
+        """(URL, host) of every http(s) link of the page (or of the rule's regions), without fragment, once each;
+        the URLs of links marked ``rel="nofollow"`` go to ``nofollow`` instead, unless the rule ignores them."""
         try:
             scrapy_links = self._scanners[rule.restrict_xpaths].extract_links(response)
         # restrict_xpaths are the user's: an XPath failing here (or selecting text, which has no links) is the
@@ -180,6 +187,9 @@ class UniversalRule:
         for link in scrapy_links:
             url = link.url.split("#", 1)[0]
             if url in seen or not url.lower().startswith(FOLLOWED_SCHEMES):
+                continue
+            if link.nofollow and not self.ignore_robots_meta:
+                nofollow.add(url)
                 continue
             seen.add(url)
             host = _host(url)

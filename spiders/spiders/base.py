@@ -12,6 +12,11 @@ rule (read once per crawl from ``crawl:<crawlid>``, built once per crawl here) a
 
 A rule that fails on a page (an XPath error at run time, a rule that cannot be built) is logged and counted in the
 crawler stats (``fleet/rule_errors``), never a crash.
+
+What the page tells robots (:mod:`spiders.robots_meta`, unless the crawl's rule says ``"ignore_robots_meta": true``):
+``noindex`` drops its items, ``nofollow`` its links, ``noarchive`` is recorded in each item's ``robots_meta``; the
+pages and links left out are counted in the crawler stats (``fleet/robots_meta/noindex``, ``.../nofollow``,
+``.../rel_nofollow``) and in the cluster's counters (``stats:crawler:robots_noindex`` ...).
 """
 
 from __future__ import annotations
@@ -19,14 +24,19 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 import scrapy
 from scrapy import Request
 from scrapy.http import Response
 
+from frontier.robots_rules import product_token
 from messaging.regexes import install_exslt_functions
 from messaging.tasks import Task
+from spiders.dupefilter import crawlfleet_settings
+from spiders.pipelines import cluster_counters
+from spiders.robots_meta import robots_meta
 from spiders.rules import PageResult
 from spiders.worker.crawls import CrawlInfo
 
@@ -98,13 +108,44 @@ class FleetSpider(scrapy.Spider):
         for error in result.errors:
             logger.warning("crawl %s, %s: %s", task.crawlid, response.url, error)
             self._count("fleet/rule_errors")
+        recorded = self._obey_robots_meta(rule, response, result)
         for link in result.links:
             try:
                 yield Request(link.url, meta={"fleet_callback": link.callback, "fleet_meta": link.meta})
             except ValueError as exc:  # a link the page gives that is no URL
                 logger.debug("skipped link %r: %s", link.url, exc)
         for fields in result.items:
-            yield self.item(response, task, fields, getattr(rule, "required", ()), content)
+            item = self.item(response, task, fields, getattr(rule, "required", ()), content)
+            if recorded:
+                item["robots_meta"] = recorded
+            yield item
+
+    def _obey_robots_meta(self, rule: Any, response: Response, result: PageResult) -> list[str]:
+        """Drop what the page's robots directives forbid (counted); returns the directives an item records."""
+        if getattr(rule, "ignore_robots_meta", False):
+            return []
+        if result.nofollow:
+            self._count_meta("rel_nofollow", result.nofollow)
+        meta = robots_meta(response, self.robots_token)
+        if meta.nofollow and result.links:
+            self._count_meta("nofollow")
+            result.links = []
+        if meta.noindex and result.items:
+            logger.debug("%s says noindex: %d item(s) not stored", response.url, len(result.items))
+            self._count_meta("noindex")
+            result.items = []
+        return meta.recorded
+
+    @cached_property
+    def robots_token(self) -> str:
+        crawler = getattr(self, "crawler", None)
+        settings = crawlfleet_settings(crawler.settings if crawler is not None else None)
+        return product_token(settings.robotstxt_user_agent)
+
+    def _count_meta(self, what: str, n: int = 1) -> None:
+        self._count(f"fleet/robots_meta/{what}", n)
+        if getattr(self, "crawler", None) is not None:
+            cluster_counters(self.crawler).incr(f"robots_{what}", n)
 
     def item(self, response: Response, task: Task, fields: dict[str, Any], required: Any,
              content: bool) -> dict[str, Any]:
@@ -128,8 +169,9 @@ class FleetSpider(scrapy.Spider):
         return item
 
     def _count(self, key: str, n: int = 1) -> None:
-        if self.crawler is not None and self.crawler.stats is not None:
-            self.crawler.stats.inc_value(key, n)
+        crawler = getattr(self, "crawler", None)  # a spider made without a crawler (tests) counts nothing
+        if crawler is not None and crawler.stats is not None:
+            crawler.stats.inc_value(key, n)
 
 
 def _header(headers: Any, name: bytes) -> str | None:

@@ -17,8 +17,8 @@ gathered by :class:`spiders.worker.output.TaskOutputMiddleware`) and every item 
 finishes it too (the errback). Finished tasks go to the feed, which commits them in batches.
 
 robots.txt: the politeness step checks the shared cache; when a host's robots.txt is not cached yet, the feed claims
-the fetch for the cluster and this scheduler downloads it through Scrapy's own downloader (``download_async``), then
-publishes it from a thread.
+the fetch for the cluster and :class:`spiders.worker.robots.RobotsFetcher` downloads it through Scrapy's own
+downloader (RFC 9309: redirects, statuses, size cap, the claim renewed while the download runs).
 """
 
 from __future__ import annotations
@@ -38,35 +38,23 @@ from twisted.internet import threads
 from twisted.python.failure import Failure
 
 from frontier.config_watch import SiteConfigWatch
+from frontier.politeness import STATS_MODULE as POLITENESS_STATS
 from frontier.politeness import Politeness
 from frontier.registry import WorkerInfo, WorkerRegistry
-from frontier.robots_cache import RobotsCache, robots_url
+from frontier.robots_rules import MAX_REDIRECTS, product_token
 from messaging import clients
 from messaging.identity import worker_ip
 from messaging.siteconfig import SitePaths
+from messaging.stats import BufferedStats, Stats
 from spiders import signals as fleet_signals
 from spiders.dupefilter import BloomDupeFilter, crawlfleet_settings
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.feed import FeedConfig, TaskFeed, default_job_id
+from spiders.worker.robots import RobotsFetcher, ScrapyRobots
 from spiders.worker.tracker import TaskTracker
 
 logger = logging.getLogger(__name__)
-
-
-class ScrapyRobots(RobotsCache):
-    """The shared robots.txt cache, fetched through Scrapy: a miss claims the fetch and asks the reactor for it."""
-
-    def __init__(self, redis: Any, request_fetch: Any, **kwargs: Any) -> None:
-        super().__init__(redis, None, **kwargs)
-        self.request_fetch = request_fetch
-
-    def lookup(self, url: str) -> Any:
-        robots = self.cached(url)
-        if robots is None and self.claim(url):
-            self.fetched += 1
-            self.request_fetch(url)
-        return robots
 
 
 class FleetScheduler:
@@ -81,6 +69,7 @@ class FleetScheduler:
         self._closing = False
         self._nudge_pending = False
         self._blocked: dict[str, float] = {}  # domain -> until (monotonic): a 429/503 seen by this process
+        self._robots_fetcher: RobotsFetcher | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> FleetScheduler:
@@ -102,6 +91,8 @@ class FleetScheduler:
         if self.feed is None:
             return None
         logger.info("closing (%s): committing finished tasks, handing the others back", reason)
+        if self._robots_fetcher is not None:
+            self._robots_fetcher.stop()
         return threads.deferToThread(self._shutdown)
 
     def has_pending_requests(self) -> bool:
@@ -184,12 +175,17 @@ class FleetScheduler:
         self._zk = zk
         rates = SiteConfigWatch(zk, SitePaths(s.zk_root)).start()
         robots = None
+        token = product_token(s.robotstxt_user_agent)  # a bad value stops the worker here, with the reason
         if s.robotstxt_obey:
             robots = ScrapyRobots(redis, lambda url: reactor.callFromThread(self._fetch_robots, url),
-                                  ttl=s.robots_ttl, error_ttl=s.robots_error_ttl)
+                                  ttl=s.robots_ttl, error_ttl=s.robots_error_ttl, lock_seconds=s.robots_lock_seconds,
+                                  outage_limit=s.robots_outage_limit,
+                                  fetch_seconds=(MAX_REDIRECTS + 1) * self.crawler.settings.getfloat(
+                                      "DOWNLOAD_TIMEOUT") + s.robots_lock_seconds)
         self.robots = robots
-        politeness = Politeness(redis, job, spider_type, worker_ip(s), rates, robots=robots,
-                                user_agent=s.robotstxt_user_agent, lease_seconds=s.lease_seconds)
+        self._counters = BufferedStats(Stats(redis, POLITENESS_STATS))  # robots_disallowed and the other outcomes
+        politeness = Politeness(redis, job, spider_type, worker_ip(s), rates, robots=robots, user_agent=token,
+                                lease_seconds=s.lease_seconds, stats=self._counters)
         catalog = CrawlCatalog(redis, s.crawl_refresh)
         dupefilter = BloomDupeFilter(redis, s)
         committer = Committer(redis, politeness, dupefilter, catalog)
@@ -220,12 +216,16 @@ class FleetScheduler:
         spider = self.spider
         spider.fleet_catalog = self.feed.catalog
         spider.fleet_tracker = self.tracker
+        if self.robots is not None:
+            self._robots_fetcher = RobotsFetcher(self.crawler, self.robots, on_stored=self.feed.wake)
+            self._robots_fetcher.start()
         self.feed.start()
         logger.info("worker %s ready (spider type %s, host IP %s)", self.feed.info.job, self.feed.info.spider_type,
                     self.feed.info.ip)
 
     def _shutdown(self) -> None:
         self.feed.stop()
+        self._counters.close()
         try:
             self._zk.stop()
             self._zk.close()
@@ -274,24 +274,4 @@ class FleetScheduler:
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="fenced"))
 
     def _fetch_robots(self, url: str) -> None:
-        request = Request(robots_url(url), priority=1000, dont_filter=True,
-                          meta={"dont_obey_robotstxt": True, "handle_httpstatus_all": True, "dont_retry": False})
-        d = deferred_from_coro(self.crawler.engine.download_async(request))
-        d.addBoth(partial(self._robots_fetched, url))
-
-    def _robots_fetched(self, url: str, result: Any) -> None:
-        s = self.settings
-        status = getattr(result, "status", None)
-        if isinstance(result, Failure) or status is None or status >= 500:
-            why = result.getErrorMessage() if isinstance(result, Failure) else f"HTTP {status}"
-            logger.warning("robots.txt for %s unavailable (%s): allowing all for %.0fs", url, why,
-                           s.robots_error_ttl)
-            body, ttl = "", s.robots_error_ttl
-        elif status >= 400:
-            body, ttl = "", s.robots_ttl  # no robots.txt: everything is allowed
-        else:
-            body, ttl = result.body.decode("utf-8", "replace"), s.robots_ttl
-        threads.deferToThread(self.robots.store, url, body, ttl).addCallbacks(
-            lambda _: self.feed.wake(), lambda f: logger.error("could not store robots.txt of %s: %s", url,
-                                                                f.getErrorMessage()))
-
+        self._robots_fetcher.fetch(url)

@@ -59,6 +59,8 @@ CASES: list[tuple[str, Callable[[str], bytes], str]] = [
      "is not a valid XPath"),
     ("unknown XPath function", lambda m: as_json(crawl(m, rule={"first_page_xpath": {"list_from": "//x[f()]"}})),
      "is not a valid XPath"),
+    ("XPath that can select no element", lambda m: as_json(crawl(m, rule={"first_page_xpath": {
+        "list_from": "count(//li)"}})), "not a node-set"),
     ("bad regex", lambda m: as_json(crawl(m, spider_type="universal", rule={"rules": [{"allow": "(?<"}]})),
      "is not a valid regular expression"),
     ("universal rule for list", lambda m: as_json(crawl(m, rule={"rules": [{"follow": True}]})),

@@ -34,6 +34,8 @@ class RobotsServer:
         self.status = 200
         self.delay = 0.0
         self.requests = 0
+        self.location = ""  # a redirect's target
+        self.retry_after = ""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +44,10 @@ class RobotsServer:
                 time.sleep(server.delay)
                 self.send_response(server.status)
                 self.send_header("Content-Type", "text/plain")
+                if server.location:
+                    self.send_header("Location", server.location)
+                if server.retry_after:
+                    self.send_header("Retry-After", server.retry_after)
                 self.end_headers()
                 self.wfile.write(server.body)
 
@@ -125,16 +131,20 @@ def test_rules_are_matched_for_the_robots_user_agent(svc: Any, site: RobotsServe
     assert cache.allowed(site.url("/page"), "Mozilla/5.0 (X11; Linux x86_64)") is True
 
 
-def test_missing_and_unreachable_robots_allow_everything(svc: Any, site: RobotsServer) -> None:
+def test_missing_robots_allows_everything_and_unreachable_allows_nothing(svc: Any, site: RobotsServer) -> None:
     redis = svc.redis()
     site.status, site.body = 404, b"not found"
     cache = RobotsCache(redis, fetch_http, ttl=3600, error_ttl=5, local_seconds=0.0)
     assert cache.allowed(site.url("/private/x"), AGENT) is True
     assert redis.pttl(robots_key(site)) > 5000  # a missing robots.txt is an answer: cached for the TTL
     cache.forget(site.url())
-    site.status = 503
-    assert cache.allowed(site.url("/private/x"), AGENT) is True
-    assert 0 < redis.pttl(robots_key(site)) <= 5000  # an unreachable one is asked again soon
+    site.status = 503  # RFC 9309 2.3.1.3: unreachable means complete disallow, and the URL waits (not dropped)
+    assert cache.allowed(site.url("/public"), AGENT) is None
+    assert not redis.exists(robots_key(site)) and site.requests == 2
+    down = redis.hgetall(keys.robots_down(HOST, f"{HOST}:{site.port}"))
+    assert down[b"why"].endswith(b"HTTP 503") and int(down[b"failures"]) == 1
+    assert 0 < cache.pending_wait(site.url("/public")) <= 5  # the next attempt, not a 0.2-s poll
+    assert cache.allowed(site.url("/public"), AGENT) is None and site.requests == 2  # no attempt before then
 
 
 def test_crawl_delay_lowers_the_rate(svc: Any, site: RobotsServer) -> None:
@@ -183,3 +193,77 @@ def test_each_host_of_a_domain_has_its_own_robots(svc: Any, site: RobotsServer) 
         assert svc.redis().get(robots_key(other_host)) == other_host.body
     finally:
         other_host.close()
+
+
+def test_redirects_are_followed_across_hosts_and_the_file_kept_for_the_original_host(svc: Any,
+                                                                                      site: RobotsServer) -> None:
+    target = RobotsServer()
+    try:
+        target.body = b"User-agent: *\nDisallow: /\n"
+        site.status, site.location = 301, target.url("/robots.txt")
+        cache = RobotsCache(svc.redis(), fetch_http)
+        assert cache.allowed(site.url("/page"), AGENT) is False
+        assert svc.redis().get(robots_key(site)) == target.body and site.requests == 1 == target.requests
+        assert not svc.redis().exists(robots_key(target))  # stored for the host that was asked for
+    finally:
+        target.close()
+
+
+def test_an_outage_backs_off_then_escapes_after_the_limit(svc: Any, site: RobotsServer) -> None:
+    redis = svc.redis()
+    clock = [T0]
+    site.status = 503
+    cache = RobotsCache(redis, fetch_http, error_ttl=100, first_retry=10, outage_limit=300, local_seconds=0.0,
+                        redis_now=lambda: clock[0])
+    down = keys.robots_down(HOST, f"{HOST}:{site.port}")
+    waits = []
+    for _ in range(5):
+        assert cache.lookup(site.url("/x")) is None
+        retry_at = float(redis.hget(down, "retry_at"))
+        waits.append(round(retry_at - clock[0]))
+        clock[0] = retry_at - 0.5
+        assert cache.lookup(site.url("/x")) is None  # not before the next attempt
+        clock[0] = retry_at
+    assert waits == [10, 20, 40, 80, 100] and site.requests == 5
+    assert float(redis.hget(down, "since")) == T0
+    clock[0] = T0 + 300  # the outage has lasted the limit: allowed all until the next attempt
+    robots = cache.lookup(site.url("/x"))
+    assert robots is not None and robots.allowed(site.url("/private/x"), AGENT) and site.requests == 6
+    redis.delete(robots_key(site))  # as when the "allow all" expires at the next attempt
+    clock[0] = float(redis.hget(down, "retry_at"))
+    site.status = 200  # it answers again: its rules, and the outage is over
+    assert cache.allowed(site.url("/private/x"), AGENT) is False and not redis.exists(down)
+
+
+def test_a_retry_after_sets_the_next_attempt(svc: Any, site: RobotsServer) -> None:
+    redis = svc.redis()
+    site.status, site.retry_after = 503, "3"
+    cache = RobotsCache(redis, fetch_http, error_ttl=100, local_seconds=0.0, redis_now=lambda: T0)
+    assert cache.lookup(site.url("/x")) is None
+    assert float(redis.hget(keys.robots_down(HOST, f"{HOST}:{site.port}"), "retry_at")) == T0 + 3
+
+
+def test_a_claim_is_one_call_and_renewed_only_by_its_holder(svc: Any, site: RobotsServer) -> None:
+    redis = svc.redis()
+    lock = keys.robots_lock(HOST, f"{HOST}:{site.port}")
+    mine, other = RobotsCache(redis, lock_seconds=1.0), RobotsCache(redis, lock_seconds=1.0)
+    assert mine.claim(site.url()) and not other.claim(site.url())
+    assert mine.state(site.url()) == "pending"  # its own claim: it fetches already
+    for _ in range(4):  # longer than the claim's TTL, renewed every third of it: never lapses
+        time.sleep(0.35)
+        assert mine.renew_claims() == [] and not other.claim(site.url())
+    assert 600 < redis.pttl(lock) <= 1000
+    assert other.renew_claims() == []  # it holds nothing
+    mine.store(site.url(), "User-agent: *\nDisallow: /x\n")
+    assert not redis.exists(lock) and len(mine.claims) == 0
+    assert other.claim(site.url()) is False  # stored: nothing to claim, in the same call
+    assert other.allowed(site.url("/x"), AGENT) is False
+
+
+def test_a_lost_claim_is_reported(svc: Any, site: RobotsServer) -> None:
+    redis = svc.redis()
+    mine = RobotsCache(redis, lock_seconds=0.3)
+    assert mine.claim(site.url())
+    redis.delete(keys.robots_lock(HOST, f"{HOST}:{site.port}"))
+    time.sleep(0.15)
+    assert mine.renew_claims() == [site.url()] and len(mine.claims) == 0
