@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                             stats=Stats(redis, "politeness"))
         walk = DomainWalk(engine.take, engine.domains, max_sleep=0.25, on_removed=lambda tasks: print(
             json.dumps({"removed": [task.url for task in tasks], "job": args.job}), flush=True))
+        config.add_listener(walk.reopen)  # a changed site is asked again at once, as in the Scrapy worker
         print("ready", flush=True)
         while not stopping and clock.now() < args.start_at:
             time.sleep(min(0.01, max(0.0, args.start_at - clock.now())))

@@ -104,7 +104,11 @@ class Reservation:
     now: float  # Redis time of the call
     not_before: float  # the slot (Redis clock): the request may go out from then...
     slack: float  # ...until this many seconds after it
-    hit: str
+    hit: str  # "": the slot is beyond the horizon and was not recorded; ask again at ``not_before - horizon``
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.hit)
 
 
 @dataclass
@@ -300,7 +304,8 @@ class Politeness:
     def reserve(self, domain: str, withdrawn: str = "", now: float | None = None,
                 ip: str | None = None) -> Reservation:
         """Reserve a hit on ``domain`` for a request that goes out without a fresh slot: a follow-up of a task (a
-        redirect, a retry), or a request that missed its slot (``withdrawn``: its hit, which is taken back)."""
+        redirect, a retry), or a request that missed its slot (``withdrawn``: its hit, which is taken back). A slot
+        beyond the horizon is only reported (``Reservation.recorded`` false): ask again then."""
         return self.reserve_many([(domain, withdrawn, ip)], now)[0]
 
     def reserve_many(self, wanted: Sequence[tuple[str, str, str | None]],
@@ -316,7 +321,7 @@ class Politeness:
                            keys.pace_ip(address, domain), keys.adaptive(domain), keys.block(domain)],
                           [_now_arg(now), rate.hits, int(rate.window * US), withdrawn,
                            int((rate.window + KEY_TTL_MARGIN) * 1000), rate.burst, int(self.slack * US),
-                           int(rate.adaptive)]))
+                           int(rate.adaptive), int(self.horizon * US)]))
         replies = run_scripts(self.redis, calls)
         self._count("reserved", len(replies))
         return [Reservation(domain, int(reply[0]) / US, int(reply[1]) / US, int(reply[3]) / US, as_text(reply[2]))

@@ -102,6 +102,9 @@ class TaskFeed:
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
         self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
                                max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
+        add_listener = getattr(politeness.rates, "add_listener", None)
+        if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
+            add_listener(self._site_changed)
         self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
         self.held: dict[str, tuple[Lease, float]] = {}  # every lease this worker holds -> when it was last renewed
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
@@ -128,6 +131,11 @@ class TaskFeed:
         """Ask for a slot for a request that has none (a follow-up) or missed its own (``withdrawn``: its hit);
         ``on_reserved(token, slot)`` answers from the feed thread."""
         self._reserve_wanted.put((token, domain, withdrawn, ip))
+        self._wake.set()
+
+    def _site_changed(self, domain: str | None) -> None:
+        """On the config watch's thread: a domain closed under the old config is asked again at the next pass."""
+        self.walk.reopen(domain)
         self._wake.set()
 
     def pause(self, paused: bool) -> None:

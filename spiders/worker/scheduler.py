@@ -58,6 +58,7 @@ from spiders.worker.feed import FeedConfig, SendSlot, TaskFeed, default_job_id
 from spiders.worker.tracker import TaskTracker
 
 logger = logging.getLogger(__name__)
+REASK_SECONDS = 1.0  # a follow-up whose slot is far ahead asks again this often (a rate raised live applies)
 
 
 class ScrapyRobots(RobotsCache):
@@ -216,10 +217,16 @@ class FleetScheduler:
 
     def _reserved(self, token: int, slot: SendSlot) -> None:
         request = self._reserving.pop(token, None)
-        if request is not None:
-            self.crawler.stats.inc_value("fleet/pace/reserved")
-            request.meta["fleet_slot"] = slot
-            self._hold(request, slot.send_at)
+        if request is None:
+            return
+        if not slot.hit:  # due beyond the horizon, not recorded: ask again nearer the time, or within a second,
+            # so that a rate raised meanwhile applies (frontier.politeness.Politeness.reserve)
+            again = min(slot.send_at - self.settings.pace_horizon, time.monotonic() + REASK_SECONDS)
+            self._hold(request, again)
+            return
+        self.crawler.stats.inc_value("fleet/pace/reserved")
+        request.meta["fleet_slot"] = slot
+        self._hold(request, slot.send_at)
 
     def __len__(self) -> int:
         return len(self._followups) + len(self._reserving) + (len(self.feed.ready) if self.feed else 0)

@@ -131,5 +131,9 @@ def test_a_missed_slot_is_withdrawn_and_a_follow_up_gets_its_own(svc: Any) -> No
     # a follow-up (a redirect) reserved right after waits its turn, far beyond the horizon if it must
     follow = engine.reserve(DOMAIN, now=T0 + 3)
     assert follow.not_before == pytest.approx(T0 + 4)
+    assert follow.recorded and redis.zcard(keys.throttle_type("list", DOMAIN)) == 2
     engine.block(DOMAIN, 30, now=T0 + 3)
-    assert engine.reserve(DOMAIN, now=T0 + 3).not_before == pytest.approx(T0 + 33)  # not before the block ends
+    blocked = engine.reserve(DOMAIN, now=T0 + 3)
+    assert blocked.not_before == pytest.approx(T0 + 33)  # not before the block ends...
+    assert not blocked.recorded and redis.zcard(keys.throttle_type("list", DOMAIN)) == 2  # ...and beyond the horizon
+    assert engine.reserve(DOMAIN, now=T0 + 32.5).recorded
