@@ -155,6 +155,13 @@ define("CRAWLFLEET_PACE_SLACK", 0.05,
        "Least time (seconds) a request may leave after its reserved slot (a fifth of the site's spacing when that "
        "is more); a request that would leave later takes a new slot. Windows are checked this much wider, so the "
        "site never sees more than its rate in any window.", group="politeness", parse=float)
+define("CRAWLFLEET_ADAPTIVE_TARGET_CONCURRENCY", 1.0,
+       "Adaptive sites (site config \"adaptive\": true): requests the site should be serving at once for the whole "
+       "cluster; its delay follows its response time divided by this (Scrapy's AUTOTHROTTLE_TARGET_CONCURRENCY, "
+       "but cluster-wide).", group="politeness", parse=float)
+define("CRAWLFLEET_ADAPTIVE_MAX_DELAY", 60.0,
+       "Longest spacing (seconds) an adaptive site's response times and errors may slow it down to "
+       "(AUTOTHROTTLE_MAX_DELAY).", group="politeness", parse=float)
 
 # --- messaging: Kafka intake and Redis monitor ----------------------------------------------------------------------
 define("CRAWLFLEET_MAX_MESSAGE_BYTES", 512 * 1024,

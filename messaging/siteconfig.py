@@ -108,6 +108,24 @@ def write_defaults(zk: Any, paths: SitePaths, rate: Rate) -> None:
         zk.set(paths.defaults, payload)
 
 
+def read_defaults(zk: Any, paths: SitePaths) -> Rate:
+    """The default rate: ``<root>/defaults``, else DEFAULT_RATE per DEFAULT_WINDOW (what workers use)."""
+    try:
+        raw, _ = zk.get(paths.defaults)
+    except NoNodeError:
+        return Rate(DEFAULT_RATE, DEFAULT_WINDOW)
+    data = json.loads(raw or b"{}")
+    return Rate(int(data.get("rate", DEFAULT_RATE)), float(data.get("window", DEFAULT_WINDOW)))
+
+
+def effective(config: SiteConfig, defaults: Rate) -> dict[str, Any]:
+    """What a site's workers apply (its own fields, else the defaults), with the spacing of its hits, as JSON."""
+    rate = config.effective_rate(defaults)
+    return {"rate": rate.hits, "window": rate.window, "burst": rate.burst, "adaptive": rate.adaptive,
+            "spacing": rate.spacing if rate.hits else None, "blacklisted": config.blacklisted,
+            "default": config.rate is None and config.window is None}
+
+
 def read_site(zk: Any, paths: SitePaths, domain: str) -> SiteConfig:
     try:
         raw, _ = zk.get(paths.site(domain))

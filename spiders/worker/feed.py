@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from frontier.adaptive import AdaptiveDelay, Sample
 from frontier.domain_walk import DomainWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
@@ -83,8 +84,8 @@ class TaskFeed:
     def __init__(self, info: WorkerInfo, politeness: Politeness, registry: WorkerRegistry, catalog: CrawlCatalog,
                  committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
                  on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
-                 proxies: Any = None, on_reserved: Callable[[Any, SendSlot], None] = lambda token, slot: None
-                 ) -> None:
+                 proxies: Any = None, on_reserved: Callable[[Any, SendSlot], None] = lambda token, slot: None,
+                 adaptive: AdaptiveDelay | None = None) -> None:
         self.info = info
         self.politeness = politeness
         self.registry = registry
@@ -99,6 +100,8 @@ class TaskFeed:
         self.send_at: dict[str, SendSlot] = {}  # leased task -> when its request may go out (the scheduler pops)
         self.on_reserved = on_reserved  # called on this thread with each answered reserve() (token, slot)
         self._reserve_wanted: queue.SimpleQueue[tuple[Any, str, str, str | None]] = queue.SimpleQueue()
+        self.adaptive = adaptive  # the shared delays of adaptive sites (frontier.adaptive)
+        self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
         self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
                                max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
@@ -132,6 +135,11 @@ class TaskFeed:
         ``on_reserved(token, slot)`` answers from the feed thread."""
         self._reserve_wanted.put((token, domain, withdrawn, ip))
         self._wake.set()
+
+    def sample(self, sample: Sample) -> None:
+        """A download of an adaptive site ended: its latency or error joins the site's shared delay (batched)."""
+        if self.adaptive is not None:
+            self._samples.put(sample)
 
     def _site_changed(self, domain: str | None) -> None:
         """On the config watch's thread: a domain closed under the old config is asked again at the next pass."""
@@ -181,6 +189,7 @@ class TaskFeed:
             try:
                 self._reserve_some()
                 if now >= next_commit:
+                    self._adapt_some()
                     self._commit_some()
                     next_commit = now + self.config.commit_interval
                 if now >= next_beat:
@@ -289,6 +298,17 @@ class TaskFeed:
                 self.held[lease.member] = (lease, now)  # renewed like every lease held
                 self._extra.append(lease)
         return results[0]
+
+    def _adapt_some(self) -> None:
+        samples: list[Sample] = []
+        while len(samples) < COMMIT_BATCH:
+            try:
+                samples.append(self._samples.get_nowait())
+            except queue.Empty:
+                break
+        if samples and self.adaptive is not None:  # a lost batch of samples only delays the adaptation
+            spacing = {s.domain: self.politeness.rates.rate_for(s.domain).spacing for s in samples}
+            self.adaptive.record(samples, spacing)
 
     def _reserve_some(self) -> None:
         """Answer the scheduler's reserve() calls, all that wait, in one round trip."""

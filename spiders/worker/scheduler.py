@@ -42,6 +42,7 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import threads
 from twisted.python.failure import Failure
 
+from frontier.adaptive import AdaptiveDelay, AdaptiveRule, Sample
 from frontier.config_watch import SiteConfigWatch
 from frontier.politeness import Politeness
 from frontier.registry import WorkerInfo, WorkerRegistry
@@ -99,6 +100,7 @@ class FleetScheduler:
         crawler.signals.connect(scheduler._item_lost, signal=signals.item_error)
         crawler.signals.connect(scheduler._storage_backlog, signal=fleet_signals.storage_backlog)
         crawler.signals.connect(scheduler._domain_blocked, signal=fleet_signals.domain_blocked)
+        crawler.signals.connect(scheduler._download_sample, signal=fleet_signals.download_sample)
         return scheduler
 
     # --- Scrapy's scheduler interface -----------------------------------------------------------------------------
@@ -261,7 +263,9 @@ class FleetScheduler:
         self.feed = TaskFeed(info, politeness, WorkerRegistry(redis), catalog, committer, config,
                              on_ready=self._nudge_from_thread,
                              on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type),
-                             on_reserved=self._reserved_from_thread)
+                             on_reserved=self._reserved_from_thread,
+                             adaptive=AdaptiveDelay(redis, AdaptiveRule(s.adaptive_target_concurrency,
+                                                                        s.adaptive_max_delay)))
         self.feed.register()
         self.tracker = TaskTracker(spider, catalog, politeness.admits, self.feed.finish, self.crawler.stats)
         self._redirects = BloomDupeFilter(clients.redis_client(s), s)  # used from the thread pool only
@@ -330,6 +334,14 @@ class FleetScheduler:
         now = time.monotonic()
         for name in [name for name, at in self._blocked.items() if at <= now]:
             del self._blocked[name]
+
+    def _download_sample(self, request: Any, latency: float, status: int, error: bool, **_: Any) -> None:
+        """A download ended: an adaptive site's latency or error goes to its shared delay (``frontier.adaptive``)."""
+        if self.feed is None:
+            return
+        domain = domain_of(request.url)
+        if self.feed.politeness.rates.rate_for(domain).adaptive:
+            self.feed.sample(Sample(domain, latency, status, error))
 
     def _fenced(self) -> None:
         logger.error("this job was retired by the master: closing the spider")

@@ -137,3 +137,33 @@ def test_a_missed_slot_is_withdrawn_and_a_follow_up_gets_its_own(svc: Any) -> No
     assert blocked.not_before == pytest.approx(T0 + 33)  # not before the block ends...
     assert not blocked.recorded and redis.zcard(keys.throttle_type("list", DOMAIN)) == 2  # ...and beyond the horizon
     assert engine.reserve(DOMAIN, now=T0 + 32.5).recorded
+
+
+def test_the_shared_adaptive_delay_follows_the_rule_and_spaces_an_adaptive_site(svc: Any) -> None:
+    from frontier.adaptive import AdaptiveDelay, AdaptiveRule, Sample
+
+    redis = svc.redis()
+    rule = AdaptiveRule(target_concurrency=1.0, max_delay=30.0)
+    shared = AdaptiveDelay(redis, rule)
+    samples = [Sample(DOMAIN, 0.01), Sample(DOMAIN, 2.5), Sample(DOMAIN, 0.02, 404), Sample(DOMAIN, 0.0, 0, True),
+               Sample(DOMAIN, 0.3, 503, True), Sample(DOMAIN, 0.05)]
+    expected, delay = [], 0.0
+    for sample in samples:
+        delay = rule.next_delay(delay, sample, 1.0)
+        expected.append(delay)
+    got = [shared.record([sample], {DOMAIN: 1.0}, now=T0 + n)[DOMAIN] for n, sample in enumerate(samples)]
+    assert got == pytest.approx(expected, abs=1e-5)  # the Lua is the rule, sample by sample
+    state = shared.state(DOMAIN)
+    assert state.delay == pytest.approx(expected[-1], abs=1e-5) and state.errors == 0 and state.at == T0 + 5
+
+    # the step spaces an adaptive site max(W/N, delay) apart; a site that is not adaptive ignores the delay
+    adaptive = StaticSiteConfig(Rate(60, 60), {DOMAIN: SiteConfig(adaptive=True)})
+    engine = Politeness(redis, "j", "list", IP1, adaptive, horizon=0)
+    plain = Politeness(redis, "k", "universal", IP2, StaticSiteConfig(Rate(60, 60)), horizon=0)
+    push(redis, "j", 10)
+    push(redis, "k", 10)
+    assert engine.take(DOMAIN, now=T0 + 100).outcome == Outcome.TAKEN
+    refused = engine.take(DOMAIN, now=T0 + 100.5)
+    assert refused.outcome == Outcome.THROTTLED and refused.wait == pytest.approx(expected[-1] - 0.5, abs=1e-4)
+    assert plain.take(DOMAIN, now=T0 + 100).outcome == Outcome.TAKEN
+    assert plain.take(DOMAIN, now=T0 + 101).outcome == Outcome.TAKEN  # one a second: the delay is not its own
