@@ -19,6 +19,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "dispatch": [],
     "dispatch_sim": [],
     "throttle": [],
+    "politeness": [],
     "bloom": ["--urls", "1000000"],
     "bloom_groups": [],
     "extraction": [],
