@@ -20,6 +20,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "dispatch_sim": [],
     "throttle": [],
     "robots_claims": ["--hosts", "500"],
+    "politeness": [],
     "bloom": ["--urls", "1000000"],
     "bloom_groups": [],
     "extraction": [],

@@ -7,8 +7,9 @@ It reads its settings (Redis, ZooKeeper, lease time, robots.txt) from the enviro
 the site configuration in ZooKeeper (:class:`~frontier.config_watch.SiteConfigWatch`), walks its domain queues fairly
 (:class:`~frontier.domain_walk.DomainWalk`) and takes each task through the politeness step. It fetches nothing:
 "processing" a task is a sleep of ``--process-seconds``, after which the lease is acknowledged. Every task taken is
-printed as one JSON line ``{"hit": <Redis time of the step>, "domain", "url", "job", "spider_type", "ip"}``, so
-the caller can check the throttle windows from the outside; tasks the step dropped (robots.txt, blacklist) as
+printed as one JSON line ``{"hit": <Redis time of its slot>, "domain", "url", "job", "spider_type", "ip"}`` when
+it "goes out": no earlier than the slot its step reserved (``Lease.not_before``), as the Scrapy worker does, so the
+caller can check the throttle windows from the outside; tasks the step dropped (robots.txt, blacklist) as
 ``{"removed": [urls], "job"}``. Between ``--start-at`` and ``--end-at`` (Redis time)
 it works; it prints ``ready`` once its config watch has read ZooKeeper, and stops on SIGTERM.
 """
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                             stats=Stats(redis, "politeness"))
         walk = DomainWalk(engine.take, engine.domains, max_sleep=0.25, on_removed=lambda tasks: print(
             json.dumps({"removed": [task.url for task in tasks], "job": args.job}), flush=True))
+        config.add_listener(walk.reopen)  # a changed site is asked again at once, as in the Scrapy worker
         print("ready", flush=True)
         while not stopping and clock.now() < args.start_at:
             time.sleep(min(0.01, max(0.0, args.start_at - clock.now())))
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             if result is None or result.lease is None:
                 continue
             task = result.lease.task
-            print(json.dumps({"hit": result.now, "domain": result.domain, "url": task.url, "job": args.job,
+            time.sleep(max(0.0, result.lease.not_before - clock.now()))  # no earlier than its slot
+            print(json.dumps({"hit": result.lease.not_before, "domain": result.domain, "url": task.url, "job": args.job,
                               "spider_type": args.spider_type, "ip": args.ip}), flush=True)
             if args.process_seconds:
                 time.sleep(args.process_seconds)

@@ -159,52 +159,6 @@ def _render_stats(result: dict[str, Any]) -> None:
         console.print(table)
 
 
-@click.group("site")
-def site() -> None:
-    """Change a site's configuration in ZooKeeper (rate limit, blacklist); workers apply it within a second."""
-
-
-def _render_site(result: dict[str, Any]) -> None:
-    config = result["site"]
-    window = f"{config['window']:g}s" if config["window"] else "the default window"
-    rate = f"rate {config['rate']} per {window}" if config["rate"] is not None else "the default rate"
-    listed = "blacklisted" if config["blacklisted"] else "not blacklisted"
-    console.print(f"{result['domain']}: {rate}, {listed} ({result['path']})")
-
-
-@site.command("rate")
-@click.argument("domain")
-@click.argument("hits", type=int, required=False)
-@click.option("--window", type=float, default=None, help="Window in seconds (default: the site's, or the default).")
-@click.option("--remove", is_flag=True, help="Remove the site's own rate (the default applies again).")
-@_user_option
-@_timeout_option
-@_json_option
-def site_rate(domain: str, hits: int | None, window: float | None, remove: bool, userid: str,
-              timeout: float | None, as_json: bool) -> None:
-    """Allow HITS requests per window on DOMAIN, cluster-wide (or --remove the site's own rate)."""
-    if remove == (hits is not None):
-        raise click.UsageError("give either HITS or --remove")
-    request: dict[str, Any] = {"action": "rate-remove" if remove else "rate", "userid": userid, "domain": domain}
-    if not remove:
-        request["rate"] = hits
-        if window is not None:
-            request["window"] = window
-    _finish(ask(request, timeout), as_json, _render_site)
-
-
-@site.command("blacklist")
-@click.argument("domain")
-@click.option("--remove", is_flag=True, help="Take the site off the blacklist.")
-@_user_option
-@_timeout_option
-@_json_option
-def site_blacklist(domain: str, remove: bool, userid: str, timeout: float | None, as_json: bool) -> None:
-    """Stop crawling DOMAIN (or --remove it from the blacklist)."""
-    request = {"action": "blacklist-remove" if remove else "blacklist", "userid": userid, "domain": domain}
-    _finish(ask(request, timeout), as_json, _render_site)
-
-
 @click.command("stop")
 @click.argument("crawlid")
 @_user_option
@@ -321,4 +275,4 @@ def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
     console.print(", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no requests")
 
 
-COMMANDS = (kafka_monitor, redis_monitor, submit, info, stats, site, stop)
+COMMANDS = (kafka_monitor, redis_monitor, submit, info, stats, stop)  # `site`: deploy.cli_site

@@ -7,6 +7,11 @@ and, after a lost session, re-reads the node and re-registers the watch as soon 
 (``DataWatch`` re-reads on every CONNECTED state; ``ChildrenWatch`` after LOST/SUSPENDED), so nothing needs
 restarting. A change is visible here as soon as ZooKeeper delivers the event (milliseconds on a LAN).
 
+Listeners (:meth:`SiteConfigWatch.add_listener`) hear of every applied change, on kazoo's thread: the worker's feed
+reopens the changed domain in its walk (``frontier.domain_walk.DomainWalk.reopen``), so that a rate raised or lowered
+applies to the next step instead of after a wait computed under the old one; the politeness step reads the rate at
+every call and spaces hits with it at once (``frontier/lua/pace.lua``).
+
 The values live in plain dicts that are replaced, never mutated in place, so readers on other threads need no lock.
 A deleted site znode removes the site (its domain falls back to the defaults); its data watch stays armed (an
 ``exists`` watch), so a re-created znode is picked up again.

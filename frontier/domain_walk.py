@@ -9,6 +9,12 @@ the non-blocking form for event loops (Scrapy's scheduler), with :attr:`DomainWa
 again. Every skip is counted by reason in :attr:`DomainWalk.skips` (the steps it asked for are also counted in
 the cluster's stats by the politeness engine).
 
+A site's config that changes (rate, window, burst, blacklist: :class:`frontier.config_watch.SiteConfigWatch` calls its
+listeners) must not wait for a wait computed under the old one: :meth:`DomainWalk.reopen` (thread-safe, for the
+watch's thread) has the next pass ask the step again for that domain (every domain for a change of the defaults or
+of a site the walk does not know by that name). A Retry-After block is never shortened (``lua/block.lua``), and a
+longer one is what the step reports when asked, so blocks need no such call.
+
 The walk only needs a ``take(domain) -> TakeResult`` (:meth:`frontier.politeness.Politeness.take`) and the list of
 domains (``Politeness.domains``, refreshed every ``refresh_seconds``); time is an injectable clock (local, since
 waits are durations), so the walk is tested in simulated time.
@@ -16,6 +22,7 @@ waits are durations), so the walk is tested in simulated time.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -61,6 +68,29 @@ class DomainWalk:
         self._ready_at: dict[str, float] = {}
         self._empty_backoff: dict[str, float] = {}
         self._refreshed_at: float | None = None
+        self._reopen: set[str | None] = set()  # domains to ask again at the next pass (None: all); any thread
+        self._reopen_lock = threading.Lock()
+
+    def reopen(self, domain: str | None = None) -> None:
+        """Forget when ``domain`` (``None``: every domain) was expected to open: its site config changed. Safe to
+        call from any thread; the next :meth:`poll` asks the step again."""
+        with self._reopen_lock:
+            self._reopen.add(domain)
+
+    def _apply_reopen(self) -> None:
+        with self._reopen_lock:
+            wanted, self._reopen = self._reopen, set()
+        if not wanted:
+            return
+        if None in wanted or not wanted <= set(self._ready_at) | set(self._ring):
+            self._ready_at.clear()
+            self._empty_backoff.clear()
+            self.skips["reopened"] += 1
+            return
+        for domain in wanted:
+            self._ready_at.pop(domain, None)
+            self._empty_backoff.pop(domain, None)
+        self.skips["reopened"] += len(wanted)
 
     def refresh(self) -> None:
         """Re-read the domain list: new domains join the end of the ring, vanished ones leave it."""
@@ -78,6 +108,7 @@ class DomainWalk:
     def poll(self) -> TakeResult | None:
         """One pass over the domains from the one after the last served: the first task taken, or ``None``."""
         now = self.clock.now()
+        self._apply_reopen()
         if self._refreshed_at is None or now - self._refreshed_at >= self.refresh_seconds:
             self.refresh()
         count = len(self._ring)

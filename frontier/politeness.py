@@ -1,11 +1,32 @@
-"""The politeness engine: a worker takes a task of a domain only when the cluster may hit that domain now.
+"""The politeness engine: a worker takes a task of a domain only when the cluster may hit that domain soon.
 
 One atomic Lua step per fetch (``lua/take.lua``, seed 4.2.2), at the Redis clock: refuse while ``block:{d}`` (a
-Retry-After) lasts; check the exact sliding windows ``<spider_type>:{d}:throttle`` (this spider type on every host,
-seed 4.2.2.2) and ``<ip>:{d}:throttle`` (this host, every spider type, seed 4.2.2.3); only if both allow, pop the
-highest-priority task of ``<job>:{d}:queue``, record the hit in both windows and lease the task in
-``<job>:{d}:inflight`` until a deadline. Every key of the call has the domain as hash tag, so it runs unchanged on a
-Redis Cluster. The companion steps acknowledge, renew and requeue leases.
+Retry-After) lasts; find the earliest *slot* at which a hit is allowed by both throttle keys — this spider type on
+every host (``<spider_type>:{d}:…``, seed 4.2.2.2) and this host on every spider type (``<ip>:{d}:…``, seed
+4.2.2.3) — and, only if that slot is at most CRAWLFLEET_PACE_HORIZON ahead, pop the highest-priority task of
+``<job>:{d}:queue``, record the hit at its slot and lease the task in ``<job>:{d}:inflight`` until a deadline. Every
+key of the call has the domain as hash tag, so it runs unchanged on a Redis Cluster. The companion steps
+acknowledge, renew and requeue leases.
+
+**Paced hits** (``lua/pace.lua``). A rate of N hits per W seconds means hits spaced W/N apart, for every worker of
+the cluster together: each throttle key has a token bucket (``<owner>:{d}:pace``) that refills one token per W/N
+seconds up to the site's ``burst`` (default 1: no two hits closer than W/N), and the exact sliding window
+(``<owner>:{d}:throttle``) stays as the upper bound: both hold. A site with ``adaptive`` set is spaced at least
+its shared adaptive delay apart (``frontier.adaptive``).
+
+**Where the clock is read: when the request goes out, not when it is leased.** A leased task used to wait in the
+worker's prefetch buffer, and tasks leased one by one could leave together after a stall of the downloader: the
+site saw more hits in a window than the cluster had counted. Now the step hands out, with the lease, the slot at
+which the hit was recorded (``Lease.not_before``), and the worker's scheduler hands the request to the downloader
+no earlier than the slot and no later than ``Lease.slack`` after it (a fifth of the spacing, at least
+CRAWLFLEET_PACE_SLACK). A request that missed that span withdraws its hit and reserves a new slot
+(:meth:`Politeness.reserve`, ``lua/reserve.lua``) before it goes; so does every follow-up that the worker sends by
+itself (a redirect, a retry), since the site sees it as another hit. The windows are checked ``slack`` wider than
+the site's window, so the hits the site sees — each within ``slack`` after its recorded time — never number more
+than N in any W seconds. We chose a slot handed out with the lease over recording the hit at hand-out (that would
+cost the reactor a Redis round trip per request, or a thread hop that adds its own delay) and over shortening the
+prefetch (a shorter buffer only makes the bunching rarer, it does not bound it). The horizon keeps reservations
+short, so a worker never holds a site's next minutes, and a rate changed live applies within the horizon.
 
 Rates: the site's rate and window from ZooKeeper (:class:`~frontier.config_watch.SiteConfigWatch`, else the
 defaults) apply to both windows; a robots.txt ``Crawl-delay`` that is known and stricter lowers the rate to one hit
@@ -28,7 +49,7 @@ from functools import cached_property
 from typing import Any
 
 from frontier.config_watch import SiteRates
-from frontier.lua import LUA, PENDING_LUA
+from frontier.lua import LUA, PACE_LUA, PENDING_LUA
 from frontier.robots_cache import RobotsCache
 from messaging import keys
 from messaging.clients import as_text
@@ -65,10 +86,28 @@ class Lease:
     domain: str
     member: str  # the task as stored in the queue and in the leases
     deadline: float  # seconds since the epoch, Redis clock
+    not_before: float = 0.0  # the slot of its hit: the request may go out from then (Redis clock)...
+    slack: float = 0.0  # ...until this many seconds after it; later, it reserves a new slot (Politeness.reserve)
+    hit: str = ""  # the hit's member in both throttle windows (withdrawn by a re-reservation)
 
     @cached_property
     def task(self) -> Task:
         return Task.decode(self.member)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A hit reserved for a request that goes out without a lease's slot (a follow-up, or one that missed its slot)."""
+
+    domain: str
+    now: float  # Redis time of the call
+    not_before: float  # the slot (Redis clock): the request may go out from then...
+    slack: float  # ...until this many seconds after it
+    hit: str  # "": the slot is beyond the horizon and was not recorded; ask again at ``not_before - horizon``
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.hit)
 
 
 @dataclass
@@ -85,12 +124,14 @@ class TakeResult:
         return self.lease.task if self.lease else None
 
 
-TIMED_SCRIPTS = frozenset({"take", "renew", "requeue", "block"})
+TIMED_SCRIPTS = frozenset({"take", "reserve", "renew", "requeue", "block"})
 PENDING_SCRIPTS = frozenset({"complete"})  # these take tasks out of a crawl's pending count (lua/pending.lua)
+PACED_SCRIPTS = frozenset({"take", "reserve"})  # these space hits (lua/pace.lua)
 
 
 def _script(redis: Any, name: str) -> Any:
-    source = lua_source(LUA / f"{name}.lua", *([PENDING_LUA] if name in PENDING_SCRIPTS else []))
+    snippets = ([PENDING_LUA] if name in PENDING_SCRIPTS else []) + ([PACE_LUA] if name in PACED_SCRIPTS else [])
+    source = lua_source(LUA / f"{name}.lua", *snippets)
     return redis.register_script(LUA_NOW_MICROSECONDS + source if name in TIMED_SCRIPTS else source)
 
 
@@ -127,6 +168,8 @@ class Politeness:
         user_agent: str = "crawlfleet",
         lease_seconds: float = 600.0,
         stats: Any = None,
+        horizon: float = 1.0,
+        slack: float = 0.05,
     ) -> None:
         self.redis = redis
         self.job = job
@@ -136,9 +179,12 @@ class Politeness:
         self.robots = robots
         self.user_agent = user_agent
         self.lease_seconds = lease_seconds
+        self.horizon = horizon  # how far ahead a step may reserve a hit (CRAWLFLEET_PACE_HORIZON)
+        self.slack = slack  # the least time a request may leave after its slot (CRAWLFLEET_PACE_SLACK)
         self.stats = stats  # messaging.stats.Stats or None: the cluster's counters
         self.counts: Counter[str] = Counter()  # the same events, counted in this process
         self._take = _script(redis, "take")
+        self._reserve = _script(redis, "reserve")
         self._ack = _script(redis, "ack")
         self._renew = _script(redis, "renew")
         self._requeue = _script(redis, "requeue")
@@ -154,7 +200,7 @@ class Politeness:
         if delay and delay > 0 and rate.hits * delay > rate.window:
             # "Crawl-delay: d" asks for d seconds between requests: one hit per d-second window, not d-spaced
             # hits bunched at the start of a longer window
-            rate = Rate(1, delay)
+            rate = Rate(1, delay, 1, rate.adaptive)
         return rate
 
     def take(self, domain: str, now: float | None = None, ip: str | None = None) -> TakeResult:
@@ -233,12 +279,13 @@ class Politeness:
 
     def _step_call(self, domain: str, expected: str, now: float | None, ip: str) -> tuple[list[str], list[Any]]:
         rate = self.effective_rate(domain)
-        window_us = int(rate.window * US)
         return ([keys.queue(self.job, domain), keys.inflight(self.job, domain),
                  keys.lease_scores(self.job, domain), keys.throttle_type(self.spider_type, domain),
-                 keys.throttle_ip(ip, domain), keys.block(domain), keys.hit_sequence(domain)],
-                [_now_arg(now), rate.hits, window_us, int(self.lease_seconds * US), expected,
-                 int((rate.window + KEY_TTL_MARGIN) * 1000), self._lease_scores_ttl_ms(self.lease_seconds)])
+                 keys.throttle_ip(ip, domain), keys.block(domain), keys.hit_sequence(domain),
+                 keys.pace_type(self.spider_type, domain), keys.pace_ip(ip, domain), keys.adaptive(domain)],
+                [_now_arg(now), rate.hits, int(rate.window * US), int(self.lease_seconds * US), expected,
+                 int((rate.window + KEY_TTL_MARGIN) * 1000), self._lease_scores_ttl_ms(self.lease_seconds),
+                 rate.burst, int(self.horizon * US), int(self.slack * US), int(rate.adaptive)])
 
     def _step(self, domain: str, expected: str, now: float | None, ip: str) -> TakeResult:
         step_keys, args = self._step_call(domain, expected, now, ip)
@@ -248,10 +295,38 @@ class Politeness:
         status, at, value = as_text(reply[0]), int(reply[1]) / US, int(reply[2])
         if status == "ok":
             self._count(Outcome.TAKEN)
-            return TakeResult(Outcome.TAKEN, domain, at, lease=Lease(domain, as_text(reply[3]), value / US))
+            lease = Lease(domain, as_text(reply[3]), value / US, not_before=int(reply[4]) / US,
+                          slack=int(reply[6]) / US, hit=as_text(reply[5]))
+            return TakeResult(Outcome.TAKEN, domain, at, lease=lease)
         if status in (Outcome.THROTTLED, Outcome.BLOCKED):
             self._count(status)
         return TakeResult(status, domain, at, wait=value / US)
+
+    def reserve(self, domain: str, withdrawn: str = "", now: float | None = None,
+                ip: str | None = None) -> Reservation:
+        """Reserve a hit on ``domain`` for a request that goes out without a fresh slot: a follow-up of a task (a
+        redirect, a retry), or a request that missed its slot (``withdrawn``: its hit, which is taken back). A slot
+        beyond the horizon is only reported (``Reservation.recorded`` false): ask again then."""
+        return self.reserve_many([(domain, withdrawn, ip)], now)[0]
+
+    def reserve_many(self, wanted: Sequence[tuple[str, str, str | None]],
+                     now: float | None = None) -> list[Reservation]:
+        """:meth:`reserve` for ``(domain, withdrawn hit, ip)`` each, in one round trip on a plain Redis."""
+        calls = []
+        for domain, withdrawn, ip in wanted:
+            rate = self.effective_rate(domain)
+            address = ip or self.ip
+            calls.append((self._reserve,
+                          [keys.throttle_type(self.spider_type, domain), keys.throttle_ip(address, domain),
+                           keys.hit_sequence(domain), keys.pace_type(self.spider_type, domain),
+                           keys.pace_ip(address, domain), keys.adaptive(domain), keys.block(domain)],
+                          [_now_arg(now), rate.hits, int(rate.window * US), withdrawn,
+                           int((rate.window + KEY_TTL_MARGIN) * 1000), rate.burst, int(self.slack * US),
+                           int(rate.adaptive), int(self.horizon * US)]))
+        replies = run_scripts(self.redis, calls)
+        self._count("reserved", len(replies))
+        return [Reservation(domain, int(reply[0]) / US, int(reply[1]) / US, int(reply[3]) / US, as_text(reply[2]))
+                for (domain, _, _), reply in zip(wanted, replies, strict=True)]
 
     def drop_queue(self, domain: str) -> list[Task]:
         """Empty the job's queue of a (blacklisted) domain; the dropped tasks are counted and returned."""

@@ -5,8 +5,9 @@
   (``rejected``, 400, with the JSON path). ``?check=1`` validates without sending (the *Submit* page's check).
 - ``GET /api/crawls``: the latest crawls and their progress; ``GET /api/crawls/<crawlid>``: one crawl's info (the
   Redis monitor's info answer, computed here); ``POST /api/crawls/<crawlid>/stop``: a stop request through Kafka.
-- ``POST /api/sites/<domain>``: ``{"action": "rate"|"rate-remove"|"blacklist"|"blacklist-remove", "rate", "window"}``
-  through Kafka, answered by the Redis monitor's ZooKeeper plugin.
+- ``POST /api/sites/<domain>``: ``{"action": "rate"|"rate-remove"|"blacklist"|"blacklist-remove", "rate", "window",
+  "burst", "adaptive"}`` through Kafka, answered by the Redis monitor's ZooKeeper plugin (the answer's ``effective``
+  has the rate workers apply and the ``spacing`` of its hits).
 - ``GET /api/nodes``: every manager and worker of the cluster; ``GET /api/stats``: the counters.
 """
 
@@ -151,7 +152,7 @@ class Site(AnswerResource):
         except ApiError as exc:
             write_json(request, {"status": "rejected", "reason": exc.message}, exc.code)
             return server.NOT_DONE_YET
-        message = {key: body[key] for key in ("action", "rate", "window") if key in body}
+        message = {key: body[key] for key in ("action", "rate", "window", "burst", "adaptive") if key in body}
         message.update(domain=self.domain, userid=body.get("userid") or DEFAULT_USER)
         return self.ask(request, message, "site")
 

@@ -143,6 +143,22 @@ def robots_down(domain: str, host: str) -> str:
     ``retry_at``, ``failures``, ``why``; the host is not crawled until a fetch succeeds or the outage outlasts
     CRAWLFLEET_ROBOTS_OUTAGE_LIMIT. Deleted by the first successful fetch."""
     return f"robots:{{{_tag(domain)}}}:{host}:down"
+# --- paced hits and adaptive delay (hash tag: the domain; frontier/lua/pace.lua) --------------------------------
+def pace_type(spider_type: str, domain: str) -> str:
+    """hash: the token bucket that spaces the hits of one spider type on the domain (``at``: Redis time of its last
+    hit, µs; ``tokens``: tokens left then), refilled at the site's rate up to its burst."""
+    return f"{spider_type}:{{{_tag(domain)}}}:pace"
+
+
+def pace_ip(ip: str, domain: str) -> str:
+    """hash: the token bucket that spaces the hits from one host IP identity on the domain, of every spider type."""
+    return f"{ip}:{{{_tag(domain)}}}:pace"
+
+
+def adaptive(domain: str) -> str:
+    """hash: the domain's adaptive delay shared by every worker (``delay``: spacing in µs; ``latency``: smoothed
+    response time in µs; ``errors``: 5xx/timeouts in a row; ``at``: Redis time of the last sample)."""
+    return f"adaptive:{{{_tag(domain)}}}"
 
 
 # --- dedup -------------------------------------------------------------------------------------------------------

@@ -158,6 +158,23 @@ define("CRAWLFLEET_ROBOTS_OUTAGE_LIMIT", 86400.0,
        parse=float)
 
 
+# --- politeness: paced hits and adaptive delay (frontier/politeness.py, frontier/adaptive.py) ------------------
+define("CRAWLFLEET_PACE_HORIZON", 1.0,
+       "How far ahead (seconds) a politeness step may reserve a site's next hit: a worker takes a task only when "
+       "its hit is due within this time, and sends it at that moment. Longer smooths a busy worker's timing; "
+       "shorter makes a lowered rate apply sooner.", group="politeness", parse=float)
+define("CRAWLFLEET_PACE_SLACK", 0.05,
+       "Least time (seconds) a request may leave after its reserved slot (a fifth of the site's spacing when that "
+       "is more); a request that would leave later takes a new slot. Windows are checked this much wider, so the "
+       "site never sees more than its rate in any window.", group="politeness", parse=float)
+define("CRAWLFLEET_ADAPTIVE_TARGET_CONCURRENCY", 1.0,
+       "Adaptive sites (site config \"adaptive\": true): requests the site should be serving at once for the whole "
+       "cluster; its delay follows its response time divided by this (Scrapy's AUTOTHROTTLE_TARGET_CONCURRENCY, "
+       "but cluster-wide).", group="politeness", parse=float)
+define("CRAWLFLEET_ADAPTIVE_MAX_DELAY", 60.0,
+       "Longest spacing (seconds) an adaptive site's response times and errors may slow it down to "
+       "(AUTOTHROTTLE_MAX_DELAY).", group="politeness", parse=float)
+
 # --- messaging: Kafka intake and Redis monitor ----------------------------------------------------------------------
 define("CRAWLFLEET_MAX_MESSAGE_BYTES", 512 * 1024,
        "Largest request accepted on the incoming topic, in bytes (larger ones go to the failed topic). Keep it "

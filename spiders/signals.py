@@ -7,3 +7,8 @@ storage_backlog = object()
 domain_blocked = object()
 """A site answered 429/503: its domain is blocked for the cluster; kwargs: ``domain``, ``until`` (this process's
 ``time.monotonic()``). The scheduler holds back tasks of the domain it had already leased until then."""
+
+download_sample = object()
+"""A download ended (``spiders.middlewares.adaptive``): kwargs ``request``, ``latency`` (seconds), ``status`` (0: no
+response), ``error`` (5xx, timeout, connection error). The scheduler reports those of adaptive sites to the cluster's
+shared delay (``frontier.adaptive``)."""

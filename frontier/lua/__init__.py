@@ -6,3 +6,4 @@ from pathlib import Path
 
 LUA = Path(__file__).parent
 PENDING_LUA = LUA / "pending.lua"  # pending_sub(): a crawl's pending count of one hash slot
+PACE_LUA = LUA / "pace.lua"  # paced hits: token buckets and widened sliding windows (take, reserve)

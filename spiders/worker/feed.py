@@ -11,6 +11,10 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   while the queues stay empty), or until the scheduler wakes it;
 - **reads** each crawl's rule and state once (:class:`~spiders.worker.crawls.CrawlCatalog`) before a task of the crawl
   is handed out, and re-reads known crawls so that a stop is noticed; tasks of a stopped crawl complete unfetched;
+- **paces**: each lease carries the slot its hit was recorded at; the feed turns it into this process's clock
+  (:attr:`TaskFeed.send_at`) for the scheduler, which sends the request no earlier than the slot and no later than its
+  slack after it; a request without a fresh slot (a follow-up, or one that missed its slot) gets one from
+  :meth:`TaskFeed.reserve` (``Politeness.reserve_many``, one round trip per batch), answered through ``on_reserved``;
 - **renews** the leases of tasks still being processed (items waiting for MongoDB, slow downloads) after a third of
   the lease time, and puts leases of this job that expired anyway (a task the process lost track of) back into
   their queue;
@@ -36,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from frontier.adaptive import AdaptiveDelay, Sample
 from frontier.domain_walk import DomainWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
@@ -54,6 +59,17 @@ def default_job_id(spider_type: str) -> str:
     return f"{socket.gethostname()}-{spider_type}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
+@dataclass(frozen=True)
+class SendSlot:
+    """When a request may go out, on this process's clock (the feed's ``clock``, monotonic by default)."""
+
+    domain: str
+    send_at: float  # no earlier than this...
+    slack: float  # ...and no later than this many seconds after it
+    hit: str  # its hit in the throttle windows (withdrawn if it misses the slot)
+    ip: str | None = None  # the address its per-IP window was taken for (a proxy's), None: this host's
+
+
 @dataclass
 class FeedConfig:
     prefetch: int = 32
@@ -68,7 +84,8 @@ class TaskFeed:
     def __init__(self, info: WorkerInfo, politeness: Politeness, registry: WorkerRegistry, catalog: CrawlCatalog,
                  committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
                  on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
-                 proxies: Any = None) -> None:
+                 proxies: Any = None, on_reserved: Callable[[Any, SendSlot], None] = lambda token, slot: None,
+                 adaptive: AdaptiveDelay | None = None) -> None:
         self.info = info
         self.politeness = politeness
         self.registry = registry
@@ -80,9 +97,17 @@ class TaskFeed:
         self.clock = clock
         self.proxies = proxies  # spiders.proxies.ProxyChooser when this spider type crawls through proxies
         self.proxy_of: dict[str, Any] = {}  # leased task -> the proxy its per-IP window was taken for
+        self.send_at: dict[str, SendSlot] = {}  # leased task -> when its request may go out (the scheduler pops)
+        self.on_reserved = on_reserved  # called on this thread with each answered reserve() (token, slot)
+        self._reserve_wanted: queue.SimpleQueue[tuple[Any, str, str, str | None]] = queue.SimpleQueue()
+        self.adaptive = adaptive  # the shared delays of adaptive sites (frontier.adaptive)
+        self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
         self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
                                max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
+        add_listener = getattr(politeness.rates, "add_listener", None)
+        if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
+            add_listener(self._site_changed)
         self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
         self.held: dict[str, tuple[Lease, float]] = {}  # every lease this worker holds -> when it was last renewed
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
@@ -104,6 +129,22 @@ class TaskFeed:
 
     def finish(self, finished: Finished) -> None:
         self.finished.put(finished)
+
+    def reserve(self, token: Any, domain: str, withdrawn: str = "", ip: str | None = None) -> None:
+        """Ask for a slot for a request that has none (a follow-up) or missed its own (``withdrawn``: its hit);
+        ``on_reserved(token, slot)`` answers from the feed thread."""
+        self._reserve_wanted.put((token, domain, withdrawn, ip))
+        self._wake.set()
+
+    def sample(self, sample: Sample) -> None:
+        """A download of an adaptive site ended: its latency or error joins the site's shared delay (batched)."""
+        if self.adaptive is not None:
+            self._samples.put(sample)
+
+    def _site_changed(self, domain: str | None) -> None:
+        """On the config watch's thread: a domain closed under the old config is asked again at the next pass."""
+        self.walk.reopen(domain)
+        self._wake.set()
 
     def pause(self, paused: bool) -> None:
         self.paused = paused
@@ -146,7 +187,9 @@ class TaskFeed:
             now = self.clock()
             wait = self.config.idle_backoff_max
             try:
+                self._reserve_some()
                 if now >= next_commit:
+                    self._adapt_some()
                     self._commit_some()
                     next_commit = now + self.config.commit_interval
                 if now >= next_beat:
@@ -176,6 +219,8 @@ class TaskFeed:
                     failing_since = now
                     logger.warning("worker %s: Redis call failed (%s); retrying", self.info.job, exc)
                 wait = 1.0
+            if not self._reserve_wanted.empty() and failing_since is None:
+                wait = 0.0
             if not self.finished.empty():
                 wait = min(wait, max(0.0, next_commit - self.clock()))
             wait = min(wait, max(0.0, next_beat - self.clock()))
@@ -199,6 +244,7 @@ class TaskFeed:
             if crawl is None or not crawl.running:
                 why = "stopped" if crawl is not None and crawl.exists else "unknown"
                 logger.info("dropping %s: crawl %s is %s", task.url, task.crawlid, why)
+                self.send_at.pop(lease.member, None)
                 self.finish(Finished(lease))
                 continue
             if task.depth == 0:  # a start URL: mark it seen now (its children are marked when they are pushed)
@@ -241,11 +287,49 @@ class TaskFeed:
 
     def _first(self, results: list[TakeResult]) -> TakeResult:
         now = self.clock()
-        for result in results[1:]:
-            if result.lease is not None:
-                self.held[result.lease.member] = (result.lease, now)  # renewed like every lease held
-                self._extra.append(result.lease)
+        for n, result in enumerate(results):
+            if result.lease is None:
+                continue
+            lease = result.lease
+            proxy = self.proxy_of.get(lease.member)
+            self.send_at[lease.member] = SendSlot(lease.domain, now + max(0.0, lease.not_before - result.now),
+                                                  lease.slack, lease.hit, proxy.address if proxy else None)
+            if n:
+                self.held[lease.member] = (lease, now)  # renewed like every lease held
+                self._extra.append(lease)
         return results[0]
+
+    def _adapt_some(self) -> None:
+        samples: list[Sample] = []
+        while len(samples) < COMMIT_BATCH:
+            try:
+                samples.append(self._samples.get_nowait())
+            except queue.Empty:
+                break
+        if samples and self.adaptive is not None:  # a lost batch of samples only delays the adaptation
+            spacing = {s.domain: self.politeness.rates.rate_for(s.domain).spacing for s in samples}
+            self.adaptive.record(samples, spacing)
+
+    def _reserve_some(self) -> None:
+        """Answer the scheduler's reserve() calls, all that wait, in one round trip."""
+        wanted = []
+        while len(wanted) < COMMIT_BATCH:
+            try:
+                wanted.append(self._reserve_wanted.get_nowait())
+            except queue.Empty:
+                break
+        if not wanted:
+            return
+        try:
+            reservations = self.politeness.reserve_many([(domain, hit, ip) for _, domain, hit, ip in wanted])
+        except Exception:
+            for item in wanted:  # asked again on the next turn: no request is left without its slot
+                self._reserve_wanted.put(item)
+            raise
+        now = self.clock()
+        for (token, _, _, ip), got in zip(wanted, reservations, strict=True):
+            self.on_reserved(token, SendSlot(got.domain, now + max(0.0, got.not_before - got.now), got.slack,
+                                             got.hit, ip))
 
     def _removed(self, tasks: list[Task]) -> None:
         """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) leave their crawl's counts."""

@@ -7,6 +7,11 @@ the methods Scrapy calls on the reactor only move objects in memory:
 - :meth:`next_request` hands out, first, follow-ups of tasks in progress (redirects, retries; a 429/503 retry only
   after its ``not_before``), then a task the feed has already leased, turned into a request by the spider
   (``spider.request_for(task, crawl)``);
+- every request leaves at its **slot** (the fetch-time clock of ``frontier.politeness``): a leased task's request no
+  earlier than the slot its politeness step recorded the hit at and no later than the lease's slack after it; one
+  that would leave later (the downloader was busy) withdraws its hit and asks the feed for a new slot, and so does
+  every follow-up (a redirect or retry is one more hit on the site). The site's count of hits then matches the
+  cluster's in every window;
 - :meth:`enqueue_request` keeps follow-ups local: they belong to the task they came from and complete it;
 - :meth:`has_pending_requests` stays true while the worker runs: an idle worker waits for work instead of closing,
   and the feed nudges the engine when tasks arrive (no 5-second heartbeat wait).
@@ -37,12 +42,14 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import threads
 from twisted.python.failure import Failure
 
+from frontier.adaptive import AdaptiveDelay, AdaptiveRule, Sample
 from frontier.config_watch import SiteConfigWatch
 from frontier.politeness import STATS_MODULE as POLITENESS_STATS
 from frontier.politeness import Politeness
 from frontier.registry import WorkerInfo, WorkerRegistry
 from frontier.robots_rules import MAX_REDIRECTS, product_token
 from messaging import clients
+from messaging.domains import domain_of
 from messaging.identity import worker_ip
 from messaging.siteconfig import SitePaths
 from messaging.stats import BufferedStats, Stats
@@ -50,11 +57,12 @@ from spiders import signals as fleet_signals
 from spiders.dupefilter import BloomDupeFilter, crawlfleet_settings
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
-from spiders.worker.feed import FeedConfig, TaskFeed, default_job_id
+from spiders.worker.feed import FeedConfig, SendSlot, TaskFeed, default_job_id
 from spiders.worker.robots import RobotsFetcher, ScrapyRobots
 from spiders.worker.tracker import TaskTracker
 
 logger = logging.getLogger(__name__)
+REASK_SECONDS = 1.0  # a follow-up whose slot is far ahead asks again this often (a rate raised live applies)
 
 
 class FleetScheduler:
@@ -70,6 +78,8 @@ class FleetScheduler:
         self._nudge_pending = False
         self._blocked: dict[str, float] = {}  # domain -> until (monotonic): a 429/503 seen by this process
         self._robots_fetcher: RobotsFetcher | None = None
+        self._reserving: dict[int, Request] = {}  # requests waiting for the feed to reserve their slot
+        self._tokens = itertools.count()
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> FleetScheduler:
@@ -79,6 +89,7 @@ class FleetScheduler:
         crawler.signals.connect(scheduler._item_lost, signal=signals.item_error)
         crawler.signals.connect(scheduler._storage_backlog, signal=fleet_signals.storage_backlog)
         crawler.signals.connect(scheduler._domain_blocked, signal=fleet_signals.domain_blocked)
+        crawler.signals.connect(scheduler._download_sample, signal=fleet_signals.download_sample)
         return scheduler
 
     # --- Scrapy's scheduler interface -----------------------------------------------------------------------------
@@ -113,8 +124,8 @@ class FleetScheduler:
         self._hold(request)
         return True
 
-    def _hold(self, request: Request) -> None:
-        not_before = float(request.meta.get("not_before") or 0.0)
+    def _hold(self, request: Request, not_before: float = 0.0) -> None:
+        not_before = max(not_before, float(request.meta.get("not_before") or 0.0))
         heapq.heappush(self._followups, (not_before, next(self._order), request))
         delay = not_before - time.monotonic()
         if delay > 0:
@@ -139,28 +150,79 @@ class FleetScheduler:
         self._hold(request)
 
     def next_request(self) -> Request | None:
-        if self._followups and self._followups[0][0] <= time.monotonic():
-            return heapq.heappop(self._followups)[2]
+        while self._followups and self._followups[0][0] <= time.monotonic():
+            request = heapq.heappop(self._followups)[2]
+            if self._at_its_slot(request):
+                return request
         if self.feed is None or self._closing or self.feed.paused:
             return None  # paused: storage is full; the leases wait in memory, renewed, until it drains
         while (lease := self.feed.pop()) is not None:
             request = self.tracker.start(lease)
             proxy = self.feed.proxy_of.pop(lease.member, None)
+            slot = self.feed.send_at.pop(lease.member, None)
             if request is None:
                 continue
             if proxy is not None:  # its per-IP window was taken for this proxy: the request goes through it
                 request.meta["proxy"] = proxy.url
                 request.meta["proxy_id"] = proxy.id
+                request.meta["fleet_ip"] = proxy.address  # follow-ups reserve their hits for the same address
+            if slot is not None:
+                request.meta["fleet_slot"] = slot
             blocked_until = self._blocked.get(lease.domain, 0.0)
             if blocked_until > time.monotonic():  # leased before the site said 429: it waits with the retries
                 request.meta["not_before"] = blocked_until
                 self._hold(request)
                 continue
-            return request
+            if self._at_its_slot(request):
+                return request
         return None
 
+    def _at_its_slot(self, request: Request) -> bool:
+        """Whether the request may go out now: within its slot's span. Too early, it waits for the slot; too late,
+        or without a slot (a follow-up), it gets a new one from the feed first."""
+        slot: SendSlot | None = request.meta.get("fleet_slot")
+        domain = domain_of(request.url)
+        now = time.monotonic()
+        if slot is None or slot.domain != domain:
+            self._reserve(request, domain, "")
+            return False
+        if now < slot.send_at:
+            self._hold(request, slot.send_at)
+            return False
+        if now > slot.send_at + slot.slack:
+            self.crawler.stats.inc_value("fleet/pace/late")
+            self._reserve(request, domain, slot.hit)
+            return False
+        del request.meta["fleet_slot"]  # spent: a follow-up copies the meta and needs a slot of its own
+        self.crawler.stats.inc_value("fleet/pace/sent")
+        return True
+
+    def _reserve(self, request: Request, domain: str, withdrawn: str) -> None:
+        request.meta.pop("fleet_slot", None)
+        token = next(self._tokens)
+        self._reserving[token] = request
+        self.feed.reserve(token, domain, withdrawn, request.meta.get("fleet_ip"))
+
+    def _reserved_from_thread(self, token: int, slot: SendSlot) -> None:
+        from twisted.internet import reactor
+
+        reactor.callFromThread(self._reserved, token, slot)
+
+    def _reserved(self, token: int, slot: SendSlot) -> None:
+        request = self._reserving.pop(token, None)
+        if request is None:
+            return
+        if not slot.hit:  # due beyond the horizon, not recorded: ask again nearer the time, or within a second,
+            # so that a rate raised meanwhile applies (frontier.politeness.Politeness.reserve)
+            again = min(slot.send_at - self.settings.pace_horizon, time.monotonic() + REASK_SECONDS)
+            self._hold(request, again)
+            return
+        self.crawler.stats.inc_value("fleet/pace/reserved")
+        request.meta["fleet_slot"] = slot
+        self._hold(request, slot.send_at)
+
     def __len__(self) -> int:
-        return len(self._followups) + (len(self.feed.ready) if self.feed else 0)
+        return len(self._followups) + len(self._reserving) + (len(self.feed.ready) if self.feed else 0)
 
     # --- setup (a thread) -----------------------------------------------------------------------------------------
     def _build_and_register(self, spider: Any) -> None:
@@ -185,7 +247,8 @@ class FleetScheduler:
         self.robots = robots
         self._counters = BufferedStats(Stats(redis, POLITENESS_STATS))  # robots_disallowed and the other outcomes
         politeness = Politeness(redis, job, spider_type, worker_ip(s), rates, robots=robots, user_agent=token,
-                                lease_seconds=s.lease_seconds, stats=self._counters)
+                                lease_seconds=s.lease_seconds, stats=self._counters,
+                                horizon=s.pace_horizon, slack=s.pace_slack)
         catalog = CrawlCatalog(redis, s.crawl_refresh)
         dupefilter = BloomDupeFilter(redis, s)
         committer = Committer(redis, politeness, dupefilter, catalog)
@@ -195,7 +258,10 @@ class FleetScheduler:
                             lease_seconds=s.lease_seconds, crawl_refresh=s.crawl_refresh)
         self.feed = TaskFeed(info, politeness, WorkerRegistry(redis), catalog, committer, config,
                              on_ready=self._nudge_from_thread,
-                             on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type))
+                             on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type),
+                             on_reserved=self._reserved_from_thread,
+                             adaptive=AdaptiveDelay(redis, AdaptiveRule(s.adaptive_target_concurrency,
+                                                                        s.adaptive_max_delay)))
         self.feed.register()
         self.tracker = TaskTracker(spider, catalog, politeness.admits, self.feed.finish, self.crawler.stats)
         self._redirects = BloomDupeFilter(clients.redis_client(s), s)  # used from the thread pool only
@@ -268,6 +334,14 @@ class FleetScheduler:
         now = time.monotonic()
         for name in [name for name, at in self._blocked.items() if at <= now]:
             del self._blocked[name]
+
+    def _download_sample(self, request: Any, latency: float, status: int, error: bool, **_: Any) -> None:
+        """A download ended: an adaptive site's latency or error goes to its shared delay (``frontier.adaptive``)."""
+        if self.feed is None:
+            return
+        domain = domain_of(request.url)
+        if self.feed.politeness.rates.rate_for(domain).adaptive:
+            self.feed.sample(Sample(domain, latency, status, error))
 
     def _fenced(self) -> None:
         logger.error("this job was retired by the master: closing the spider")

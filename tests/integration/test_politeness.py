@@ -49,15 +49,16 @@ def push(redis: Any, job: str, domain: str, count: int, priority: int = 100, pre
 
 def test_type_and_ip_windows_bind_independently(svc: Any) -> None:
     redis = svc.redis()
-    rates = StaticSiteConfig(Rate(100, 60), {DOMAIN: SiteConfig(rate=3, window=10)})
-    a1, a2 = (Politeness(redis, f"a{n}", "list", ip, rates) for n, ip in ((1, IP1), (2, IP2)))
-    b1, b2 = (Politeness(redis, f"b{n}", "universal", ip, rates) for n, ip in ((1, IP1), (2, IP2)))
+    # 3 per 15 s, a burst of 3: the sliding window binds (spacing 5 s, slack a fifth of it: windows checked 16 s wide)
+    rates = StaticSiteConfig(Rate(100, 60), {DOMAIN: SiteConfig(rate=3, window=15, burst=3)})
+    a1, a2 = (Politeness(redis, f"a{n}", "list", ip, rates, horizon=0) for n, ip in ((1, IP1), (2, IP2)))
+    b1, b2 = (Politeness(redis, f"b{n}", "universal", ip, rates, horizon=0) for n, ip in ((1, IP1), (2, IP2)))
     for engine in (a1, a2, b1, b2):
         push(redis, engine.job, DOMAIN, 10)
 
     assert [a1.take(DOMAIN, now=T0 + s).outcome for s in (0, 1, 2)] == [Outcome.TAKEN] * 3
     refused = a1.take(DOMAIN, now=T0 + 3)
-    assert refused.outcome == Outcome.THROTTLED and refused.wait == pytest.approx(7.0)
+    assert refused.outcome == Outcome.THROTTLED and refused.wait == pytest.approx(13.0)
     # same spider type on another host: the type window binds although that host's IP window is empty
     assert a2.take(DOMAIN, now=T0 + 3).outcome == Outcome.THROTTLED
     # same host, another spider type: the IP window binds although that type's window is empty
@@ -68,15 +69,16 @@ def test_type_and_ip_windows_bind_independently(svc: Any) -> None:
     assert redis.zcard(keys.throttle_ip(IP1, DOMAIN)) == 3
     assert redis.zcard(keys.throttle_type("universal", DOMAIN)) == 1
     assert redis.zcard(keys.throttle_ip(IP2, DOMAIN)) == 1
-    # the window slides: the first hit leaves exactly W after it
-    assert a1.take(DOMAIN, now=T0 + 9.999).outcome == Outcome.THROTTLED
-    assert a1.take(DOMAIN, now=T0 + 10).outcome == Outcome.TAKEN
+    # the window slides: the first hit leaves exactly W + slack after it
+    assert a1.take(DOMAIN, now=T0 + 15.999).outcome == Outcome.THROTTLED
+    assert a1.take(DOMAIN, now=T0 + 16).outcome == Outcome.TAKEN
     assert redis.ttl(keys.throttle_type("list", DOMAIN)) > 0  # idle windows vanish
+    assert redis.ttl(keys.pace_type("list", DOMAIN)) > 0
 
 
 def test_hits_are_unique_even_at_the_same_microsecond(svc: Any) -> None:
     redis = svc.redis()
-    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(100, 10)))
+    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(100, 10, burst=5)))
     push(redis, "j", DOMAIN, 5)
     assert all(engine.take(DOMAIN, now=T0).outcome == Outcome.TAKEN for _ in range(5))
     assert redis.zcard(keys.throttle_type("list", DOMAIN)) == 5
@@ -242,7 +244,7 @@ def test_fair_walk_across_fifty_domains(svc: Any) -> None:
     redis = svc.redis()
     domains = [f"site{n:02d}.test" for n in range(50)]
     throttled = set(domains[::5])
-    rates = StaticSiteConfig(Rate(10_000, 60), {d: SiteConfig(rate=2, window=60) for d in throttled})
+    rates = StaticSiteConfig(Rate(10_000, 60, burst=20), {d: SiteConfig(rate=2, window=60, burst=2) for d in throttled})
     engine = Politeness(redis, "j", "list", IP1, rates)
     for domain in domains:
         push(redis, "j", domain, 20)

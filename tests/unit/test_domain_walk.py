@@ -168,3 +168,25 @@ def test_fair_share_across_fifty_domains_with_throttles() -> None:
     assert min(served[domain] for domain in unthrottled) >= fair / 2
     assert max(served[domain] for domain in unthrottled) <= fair * 1.5
     assert all(served[domain] <= 5 * 10 + 5 for domain in limits)
+
+
+def test_a_changed_site_is_asked_again_at_once_not_after_the_old_wait() -> None:
+    clock = ManualClock()
+    sites = SimulatedSites(clock, {"slow.com": 50, "other.com": 0}, limit={"slow.com": 2}, window=120.0)
+    walk, _ = walk_for(sites, clock)
+    assert [walk.poll().domain for _ in range(2)] == ["slow.com", "slow.com"]
+    assert walk.poll() is None  # throttled under the old rate for two minutes
+    clock.advance(1.0)
+    calls = sites.calls
+    assert walk.poll() is None and sites.calls == calls + 1  # only the empty domain was asked: slow.com waits
+    sites.limit["slow.com"] = 100_000  # the site's rate was raised; the config watch tells the walk
+    walk.reopen("slow.com")
+    result = walk.poll()
+    assert result is not None and result.domain == "slow.com" and walk.skips["reopened"] == 1
+    # a change of the defaults (None), or of a name the walk does not know, reopens every domain
+    sites.limit["slow.com"] = 3  # lowered again: closed for the window
+    assert walk.poll() is None
+    walk.reopen("unknown.example")
+    calls = sites.calls
+    walk.poll()
+    assert sites.calls == calls + 2

@@ -13,7 +13,7 @@ from typing import Any
 from messaging import keys
 from messaging.domains import domain_of_host
 from messaging.redis_monitor.plugins import Context, Plugin
-from messaging.siteconfig import SiteConfig, SitePaths, update_site
+from messaging.siteconfig import SiteConfig, SitePaths, effective, read_defaults, update_site
 
 
 def change_for(request: dict[str, Any]) -> Any:
@@ -21,10 +21,13 @@ def change_for(request: dict[str, Any]) -> Any:
     if action == "rate":
         def change(config: SiteConfig) -> SiteConfig:
             window = float(request["window"]) if request.get("window") is not None else config.window
-            return dataclasses.replace(config, rate=int(request["rate"]), window=window)
+            burst = int(request["burst"]) if request.get("burst") is not None else config.burst
+            adaptive = bool(request["adaptive"]) if request.get("adaptive") is not None else config.adaptive
+            return dataclasses.replace(config, rate=int(request["rate"]), window=window, burst=burst,
+                                       adaptive=adaptive)
     elif action == "rate-remove":
         def change(config: SiteConfig) -> SiteConfig:
-            return dataclasses.replace(config, rate=None, window=None)
+            return dataclasses.replace(config, rate=None, window=None, burst=None, adaptive=None)
     elif action in ("blacklist", "blacklist-remove"):
         def change(config: SiteConfig) -> SiteConfig:
             return dataclasses.replace(config, blacklisted=action == "blacklist")
@@ -43,4 +46,5 @@ class ZookeeperPlugin(Plugin):
         domain = domain_of_host(request["domain"])
         config = update_site(context.zk(), paths, domain, change_for(request))
         return {"action": request["action"], "domain": domain, "path": paths.site(domain),
-                "site": {"rate": config.rate, "window": config.window, "blacklisted": config.blacklisted}}
+                "site": {"rate": config.rate, "window": config.window, "blacklisted": config.blacklisted},
+                "effective": effective(config, read_defaults(context.zk(), paths))}
