@@ -3,8 +3,8 @@
 A crawl whose rule has ``"revisit": {"pages": "all" | "list" | "<regex>", "interval": s, "min": s, "max": s}``
 keeps, per revisitable URL, when it is due again (``revisit:{seeds}:due:<crawlid>``, a sorted set on the Redis
 clock) and its state (``revisit:{seeds}:state:<crawlid>``: interval, generation, the validators and main-text digest
-stored at the last full fetch, and the task to fetch it with). The Bloom filter still says "seen" for good; the
-schedule is what brings a seen URL back:
+stored at the last full fetch, the last counted outcome with the interval before it, and the task to fetch it with).
+The Bloom filter still says "seen" for good; the schedule is what brings a seen URL back:
 
 1. **Fill** — when a worker commits a page of such a crawl (``spiders.worker.commit``, one extra Lua call per commit
    batch: :meth:`Schedule.record`), a page chosen by ``pages`` is scheduled at ``now + interval`` (``list``: a list

@@ -47,7 +47,7 @@ for c = 0, tonumber(ARGV[2]) - 1 do
       if s.gen == g and s.done ~= g then
         local old = s.interval
         s.interval = adapt(old, outcome, low, high)
-        s.done = g
+        s.previous, s.outcome, s.done = old, outcome, g
         if outcome == 'changed' or outcome == 'unchanged' then  -- a full response: its validators now
           s.etag, s.modified = etag, modified
         end
