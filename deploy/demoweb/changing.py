@@ -5,15 +5,16 @@ faster than real time (``scale`` 120: a site hour lasts 30 real seconds), so a t
 minutes. A crawl that revisits it gives its intervals in real seconds, i.e. site seconds / ``scale``: the site's clock
 and the crawl's intervals are scaled together.
 
-- ``/a/<n>.html`` — article ``n``; its rate by ``n % 4``: 4 changes a site hour, 1 an hour, 0.2 an hour, never
-  (:data:`RATES`). A change rewrites its main text. Every answer also has a "rendered at" line and a rotating ad, so
+- ``/a/<n>.html`` — article ``n``; its rate by ``n % 6``: 4 changes a site hour, 1 an hour, 0.25 an hour, and
+  half the articles never change (:data:`RATES`). A change rewrites its main text. Every answer also has a "rendered at" line and a rotating ad, so
   the raw HTML differs at every fetch while the main text changes only with the page. Validators by ``n % 3``: an
   ETag and a Last-Modified (0), a Last-Modified only (1), none (2); a request whose ``If-None-Match`` (or, without it,
   ``If-Modified-Since``) says the client has the current version gets 304.
 - ``/`` — the list page: the articles published so far, newest first, without validators. It starts with
   ``initial`` articles and gains one every ``publish_every`` site seconds.
 - ``/_changing/state.json`` — what the site knows, for tests and ``bench.recrawl``: its site time, every page's rate,
-  validators, change times so far and fetches (site time, status, version), and counts: answers by status, and the
+  validators, publication and change times so far and fetches (site time, status, version), the list page's fetch
+  times, and counts: answers by status, and the
   revisits of unchanged pages that have validators (the client's last copy is the current version) with how many of
   them were answered 304.
 
@@ -44,7 +45,7 @@ log = logging.getLogger("deploy.demoweb.changing")
 CHANGING_NAME = f"changing.{DOMAIN}"
 CHANGING_IP = "127.0.0.16"
 STATE_PATH = "/_changing/state.json"
-RATES = (4.0, 1.0, 0.2, 0.0)  # changes per site hour, by article number % 4
+RATES = (4.0, 1.0, 0.25, 0.0, 0.0, 0.0)  # changes per site hour, by article number % 6
 SITE_EPOCH = 1_767_225_600  # the site's time 0 as an HTTP date: 2026-01-01T00:00:00Z
 ETAG_AND_DATE, DATE_ONLY, NO_VALIDATORS = "etag+last-modified", "last-modified", "none"
 
@@ -73,6 +74,7 @@ class ChangingSite:
         self.started = clock()
         self.pages: dict[int, Page] = {}
         self.counts: Counter[str] = Counter()
+        self.list_fetches: list[float] = []  # site times the list page was fetched
 
     def now(self) -> float:
         """The site's time: real seconds since the start x scale."""
@@ -88,7 +90,7 @@ class ChangingSite:
         if page is None:
             appears = 0.0 if number < self.initial else (number - self.initial + 1) * self.publish_every
             validators = (ETAG_AND_DATE, DATE_ONLY, NO_VALIDATORS)[number % 3]
-            page = self.pages[number] = Page(number, RATES[number % 4], validators, appears)
+            page = self.pages[number] = Page(number, RATES[number % len(RATES)], validators, appears)
         self._extend(page, now)
         return page
 
@@ -108,6 +110,7 @@ class ChangingSite:
             return 200, [("Content-Type", "application/json")], json.dumps(self.state(now)).encode()
         if path == "/":
             self.counts["list"] += 1
+            self.list_fetches.append(now)
             return 200, _HTML, self.list_page(now).encode()
         number = _article_number(path)
         page = self.page(number, now) if number is not None else None
@@ -163,7 +166,7 @@ class ChangingSite:
                                           "changes": [t for t in page.changes if t <= now],
                                           "fetches": page.fetches}
         return {"now": now, "scale": self.scale, "publish_every": self.publish_every, "pages": pages,
-                "counts": dict(self.counts)}
+                "list_fetches": self.list_fetches, "counts": dict(self.counts)}
 
 
 _HTML = [("Content-Type", "text/html; charset=utf-8")]

@@ -10,8 +10,8 @@ Only tasks of crawls whose rule has ``revisit`` are touched (``frontier.revisit`
 - **2xx** — the digest of the page's *extracted main text* (``spiders.extraction``; not the raw HTML, whose ads,
   counters and timestamps change at every fetch) is compared with the stored one: the same is ``unchanged`` (handled
   like a 304), another is ``changed``, a first fetch is ``fetched``; the response's ETag, Last-Modified and digest go
-  with it. A page whose main text is too short to be one (a bare list of links) is digested on its whole visible
-  text instead, links' targets included;
+  with it. A page whose main text is too short to be one (a bare list of links) is digested on its visible text
+  instead, without scripts, navigation, asides, headers and footers, links' targets included;
 - anything else that reaches here (404, 5xx after the retries) is ``failed``: the interval stays.
 
 Order 575: responses go from high orders to low, so the body comes here decoded (``DecodeMiddleware``, 585).
@@ -53,7 +53,7 @@ def page_digest(body: str, url: str) -> str:
         root = lxml_html.fromstring(body)
     except Exception:
         return digest_text(body)
-    for element in root.xpath("//script|//style|//noscript|//comment()"):
+    for element in root.xpath("//script|//style|//noscript|//comment()|//nav|//aside|//header|//footer"):
         element.drop_tree()
     links = sorted(set(root.xpath("//a/@href")))
     return digest_text(root.text_content() + "\n" + "\n".join(links))
