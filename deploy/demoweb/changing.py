@@ -6,8 +6,9 @@ minutes. A crawl that revisits it gives its intervals in real seconds, i.e. site
 and the crawl's intervals are scaled together.
 
 - ``/a/<n>.html`` — article ``n``; its rate by ``n % 6``: 4 changes a site hour, 1 an hour, 0.25 an hour, and
-  half the articles never change (:data:`RATES`). A change rewrites its main text. Every answer also has a "rendered at" line and a rotating ad, so
-  the raw HTML differs at every fetch while the main text changes only with the page. Validators by ``n % 3``: an
+  half the articles never change (:data:`RATES`). A change rewrites its main text. Every answer also has a
+  "rendered at" line and a rotating ad, so the raw HTML differs at every fetch while the main text changes only
+  with the page. Validators by ``n % 3``: an
   ETag and a Last-Modified (0), a Last-Modified only (1), none (2); a request whose ``If-None-Match`` (or, without it,
   ``If-Modified-Since``) says the client has the current version gets 304.
 - ``/`` — the list page: the articles published so far, newest first, without validators. It starts with

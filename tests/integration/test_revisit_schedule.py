@@ -68,9 +68,9 @@ def test_fill_move_adapt_and_no_double_counting(cf) -> None:
     assert schedule.record([Fetched(revisit, NOT_MODIFIED)], {"c": POLICY}, now=T0 + 101) == [NOT_MODIFIED]
     assert schedule.record([Fetched(revisit, NOT_MODIFIED)], {"c": POLICY}, now=T0 + 102) == ["skipped"]
     grown = next_interval(100, NOT_MODIFIED, 10, 1000)
-    assert grown == 120 and state(redis, "c", first.url)["interval"] == grown
+    assert grown == pytest.approx(115) and state(redis, "c", first.url)["interval"] == pytest.approx(grown)
     assert state(redis, "c", first.url)["etag"] == '"v1"'  # kept from the full fetch
-    assert redis.zscore(keys.revisit_due("c"), first.url) == T0 + 101 + grown
+    assert redis.zscore(keys.revisit_due("c"), first.url) == pytest.approx(T0 + 101 + grown)
     assert redis.zcard(keys.revisit_out("c")) == 0
     # the next revisit finds a change: shrinks towards min, new validators and digest
     redis.delete(keys.SEEDS)
@@ -80,12 +80,13 @@ def test_fill_move_adapt_and_no_double_counting(cf) -> None:
     assert schedule.record([Fetched(second, CHANGED, etag='"v3"', digest="d3")], {"c": POLICY}, now=T0 + 300) == [
         CHANGED]
     shrunk = next_interval(grown, CHANGED, 10, 1000)
-    assert shrunk == 65 and state(redis, "c", first.url)["interval"] == shrunk
+    assert shrunk == pytest.approx(62.5) and state(redis, "c", first.url)["interval"] == pytest.approx(shrunk)
     assert (state(redis, "c", first.url)["etag"], state(redis, "c", first.url)["digest"]) == ('"v3"', "d3")
     # a stale copy of the first revisit (generation 1) changes nothing
     assert schedule.record([Fetched(revisit, UNCHANGED)], {"c": POLICY}, now=T0 + 301) == ["skipped"]
     stats = {as_text(k): float(v) for k, v in redis.hgetall(keys.revisit_stats("c")).items()}
-    assert stats == {"urls": 1, "interval_sum": shrunk, "not_modified": 1, "unchanged": 1, "changed": 1}
+    assert stats == {"urls": 1, "interval_sum": pytest.approx(shrunk), "not_modified": 1, "unchanged": 1,
+                     "changed": 1}
 
 
 def test_adaptive_rule_is_bounded() -> None:
@@ -168,7 +169,7 @@ def test_info_summary_and_cli(cf) -> None:
     [first, *_] = seeds_tasks(redis)
     schedule.record([Fetched(first, UNCHANGED)], {"c": POLICY}, now=T0 + 101)
     summary = revisit_summary(redis, "c", T0 + 111)
-    assert summary == {"scheduled": 3, "due": 2, "overdue": 2, "waiting": 1, "mean_interval": round(320 / 3, 3),
+    assert summary == {"scheduled": 3, "due": 2, "overdue": 2, "waiting": 1, "mean_interval": pytest.approx(105, abs=0.001),
                        "changed": 0, "unchanged": 1, "not_modified": 0, "failed": 0}
     result = CliRunner().invoke(main, ["revisits", "c", "--json"], env=cf.env)
     assert result.exit_code == 0, result.output
