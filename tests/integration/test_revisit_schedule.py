@@ -169,8 +169,9 @@ def test_info_summary_and_cli(cf) -> None:
     [first, *_] = seeds_tasks(redis)
     schedule.record([Fetched(first, UNCHANGED)], {"c": POLICY}, now=T0 + 101)
     summary = revisit_summary(redis, "c", T0 + 111)
-    assert summary == {"scheduled": 3, "due": 2, "overdue": 2, "waiting": 1, "mean_interval": pytest.approx(105, abs=0.001),
-                       "changed": 0, "unchanged": 1, "not_modified": 0, "failed": 0}
+    assert summary == {"scheduled": 3, "due": 2, "overdue": 2, "waiting": 1,
+                       "mean_interval": pytest.approx(105, abs=0.001), "changed": 0, "unchanged": 1,
+                       "not_modified": 0, "failed": 0}
     result = CliRunner().invoke(main, ["revisits", "c", "--json"], env=cf.env)
     assert result.exit_code == 0, result.output
     assert jsonlib.loads(result.output)["scheduled"] == 3
