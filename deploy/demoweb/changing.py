@@ -209,8 +209,8 @@ def make_resource(site: ChangingSite) -> Any:
         isLeaf = True
 
         def render_GET(self, request: Any) -> bytes:
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                       for k, v in request.requestHeaders.getAllRawHeaders() for v in v}
+            headers = {name.decode("latin-1").lower(): value.decode("latin-1")
+                       for name, values in request.requestHeaders.getAllRawHeaders() for value in values}
             status, reply_headers, body = site.answer(request.path.decode("latin-1"), headers)
             request.setResponseCode(status)
             for name, value in reply_headers:
