@@ -26,6 +26,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "extraction": [],
     "crawl": ["--pages", "3000"],
     "scaling": [],
+    "recrawl": [],
 }
 
 

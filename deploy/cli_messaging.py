@@ -127,6 +127,30 @@ def _render_info(result: dict[str, Any]) -> None:
         for job, counts in result["jobs"].items():
             table.add_row(job, str(counts["queued"]), str(counts["leased"]), ", ".join(counts["domains"]))
         console.print(table)
+    if result.get("revisit"):
+        _render_revisit(result["revisit"])
+
+
+def _render_revisit(revisit: dict[str, Any]) -> None:
+    console.print(f"revisits: scheduled {revisit['scheduled']}  due {revisit['due']}  overdue {revisit['overdue']}  "
+                  f"mean interval {revisit['mean_interval']} s  changed {revisit['changed']}  unchanged "
+                  f"{revisit['unchanged']} (304: {revisit['not_modified']})  failed {revisit['failed']}")
+
+
+@click.command("revisits")
+@click.argument("crawlid")
+@_json_option
+def revisits(crawlid: str, as_json: bool) -> None:
+    """A revisiting crawl's schedule, read from Redis: due, overdue, mean interval, changed and unchanged counts."""
+    from messaging.redis_monitor.plugins.info import revisit_summary
+
+    summary = revisit_summary(clients.redis_client(load()), crawlid)
+    if summary is None:
+        raise click.ClickException(f"crawl {crawlid} has no revisit schedule")
+    if as_json:
+        click.echo(json.dumps(summary, sort_keys=True))
+    else:
+        _render_revisit(summary)
 
 
 @click.command("stats")
@@ -275,4 +299,4 @@ def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
     console.print(", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no requests")
 
 
-COMMANDS = (kafka_monitor, redis_monitor, submit, info, stats, stop)  # `site`: deploy.cli_site
+COMMANDS = (kafka_monitor, redis_monitor, submit, info, revisits, stats, stop)  # `site`: deploy.cli_site

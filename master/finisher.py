@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frontier.bloom import crawl_namespace, expire_filter
+from frontier.revisit import has_schedule
 from master.lua import LUA
 from messaging import keys
 from messaging.clients import as_text
@@ -125,8 +126,8 @@ class Finisher:
         if self._seeds_count(crawlid) > 0:
             self.redis.srem(keys.FINISH_CANDIDATES, crawlid)  # settle adds it again when it reaches zero
             return _DROP
-        if self._domain_count(crawlid) > 0 or self._seeds_count(crawlid) > 0:
-            return _WAIT  # still in worker queues: look again later
+        if self._domain_count(crawlid) > 0 or self._seeds_count(crawlid) > 0 or has_schedule(self.redis, crawlid):
+            return _WAIT  # still in worker queues, or revisiting until stopped or `until` (master.revisits)
         return _VERIFY
 
     def _advance(self, sweep: _Sweep) -> bool:

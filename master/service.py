@@ -29,6 +29,7 @@ from master.dispatcher import DispatchConfig, Dispatcher
 from master.election import Leadership
 from master.finisher import Finisher
 from master.requeue import Requeuer
+from master.revisits import RevisitMover
 from master.staging import LeadershipLost, send_dead_letters
 from messaging import clients, modules
 from messaging.clock import RedisClock
@@ -77,6 +78,7 @@ class MasterService:
         dispatcher = Dispatcher(self.redis, epoch, DispatchConfig.from_settings(settings), self.registry,
                                 self.stats)
         requeuer = Requeuer(self.redis, epoch)
+        revisits = RevisitMover(self.redis, epoch, settings.revisit_batch)
         finisher = Finisher(self.redis, self._send, settings.crawl_ttl)
         done = threading.Event()
         reporter = threading.Thread(target=self._report, args=(finisher, done), name="master-reporter", daemon=True)
@@ -89,12 +91,15 @@ class MasterService:
                 requeuer.requeue(job)
                 self.registry.forget(job, self.clock.now())
             reporter.start()
-            next_leaves = 0.0
+            next_leaves = next_revisits = 0.0
             while not lost.is_set() and not self.leadership.stopping.is_set():
                 now = self.clock.now()
                 if now >= next_leaves:
                     self._leaves(requeuer, now)
                     next_leaves = now + LEAVE_CHECK_SECONDS
+                if now >= next_revisits:
+                    revisits.round(now)
+                    next_revisits = now + settings.revisit_interval
                 result = dispatcher.round(now)
                 if result.total:
                     logger.debug("dispatched %s", result.placed)

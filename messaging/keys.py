@@ -188,6 +188,35 @@ def _bloom_namespace(namespace: str) -> str:
     return namespace
 
 
+# --- revisits (continuous crawling; hash tag: seeds) -------------------------------------------------------------
+REVISIT_CRAWLS = "revisit:{seeds}:crawls"
+"""set: crawls that have a revisit schedule (the leading master moves their due URLs back to ``seeds``)."""
+
+
+def revisit_due(crawlid: str) -> str:
+    """zset: a crawl's revisitable URLs that wait for their next fetch -> when it is due (Redis time). Same slot as
+    ``seeds``: one Lua call takes a due URL out and pushes its revisit task (``frontier.revisit``)."""
+    return f"revisit:{{seeds}}:due:{crawlid}"
+
+
+def revisit_out(crawlid: str) -> str:
+    """zset: a crawl's URLs whose revisit task is in ``seeds``, a queue or a lease -> the time it was due. A URL is in
+    exactly one of ``revisit_due`` and ``revisit_out`` while the crawl revisits."""
+    return f"revisit:{{seeds}}:out:{crawlid}"
+
+
+def revisit_state(crawlid: str) -> str:
+    """hash: URL -> JSON of its revisit state: interval, generation, stored validators (ETag, Last-Modified), main-text
+    digest and the task to fetch it with."""
+    return f"revisit:{{seeds}}:state:{crawlid}"
+
+
+def revisit_stats(crawlid: str) -> str:
+    """hash: a crawl's revisit counts: URLs scheduled, sum of their intervals, revisits ``changed``, ``unchanged``
+    (of which ``not_modified``: answered 304), ``failed``."""
+    return f"revisit:{{seeds}}:stats:{crawlid}"
+
+
 # --- registries --------------------------------------------------------------------------------------------------
 WORKERS = "workers"
 """zset: job ids by last heartbeat (Redis time)."""

@@ -259,6 +259,14 @@ define("CRAWLFLEET_DISPATCH_INTERVAL", 0.2,
 define("CRAWLFLEET_FINISH_INTERVAL", 2.0,
        "Seconds between the master's checks of crawls that may be finished.", group="master", parse=float)
 
+# --- master: revisits (continuous crawling; master/revisits.py, frontier/revisit.py) -------------------------------
+define("CRAWLFLEET_REVISIT_INTERVAL", 0.5,
+       "Seconds between the leading master's looks at the revisit schedules (due URLs back to seeds as revisit "
+       "tasks; schedules of stopped crawls, or past their until time, purged). A revisit is up to this late.",
+       group="master", parse=float)
+define("CRAWLFLEET_REVISIT_BATCH", 1000, "Most due URLs of one crawl moved back to seeds per look.",
+       group="master", parse=int)
+
 # --- dedup: Bloom filter (frontier/bloom, spiders/dupefilter.py) ---------------------------------------------------
 define("CRAWLFLEET_BLOOM_NAMESPACE", "crawl",
        "Dedup scope: ``crawl`` (one filter per crawl id, expiring with the crawl; requests without a crawl id "
@@ -324,6 +332,9 @@ define("CRAWLFLEET_MONGO_FLUSH_SECONDS", 1.0, "Longest time (seconds) an item wa
 define("CRAWLFLEET_MONGO_BUFFER", 2000,
        "Items a worker holds while MongoDB is slow or unreachable; when full the worker stops taking tasks "
        "(back-pressure) and renews its leases until the items are written.", group="worker", parse=int)
+define("CRAWLFLEET_MONGO_HISTORY", False,
+       "Revisits: before a changed page's document is updated, copy its previous version into the collection "
+       "``<crawlid>.history`` (one document per URL and version).", group="worker", parse=parse_bool)
 
 # --- manager: the scrapyd-compatible HTTP manager of a worker host (manager/) ----------------------------------
 define("CRAWLFLEET_MANAGER_BIND", "127.0.0.1",

@@ -52,6 +52,7 @@ class Task:
     callback: str = ""  # which of the spider's page kinds the URL is (e.g. the list spider's "detail")
     referer: str = ""
     meta: dict[str, Any] = field(default_factory=dict)  # small values the spider carries to the child (list fields)
+    revisit: dict[str, Any] = field(default_factory=dict)  # generation, stored validators (frontier.revisit)
 
     @property
     def domain(self) -> str:
@@ -91,6 +92,7 @@ class CrawlFields:
     PAGES = "pages"  # responses processed (completed tasks)
     ITEMS = "items"  # items stored
     ENQUEUED = "enqueued"  # tasks ever put into seeds
+    UNTIL = "until"  # Unix time after which a revisiting crawl stops revisiting (frontier.revisit)
 
 
 class CrawlState:

@@ -387,14 +387,28 @@ def first_error(kind: str, message: dict[str, Any]) -> Rejected | None:
     """
     whole = compiled(SCHEMA_FILES[kind])
     if whole.fast.is_valid(message):
-        return None
+        return revisit_error(message["rule"].get("revisit")) if kind == CRAWL else None
     if kind != CRAWL:
         return whole.first_error(message)
     error = _crawl_envelope().first_error(message)
     if error is not None:
         return error
     rule_file = RULE_FILES[message["spider_type"]]
-    return _rule_error(rule_file, json.dumps(message["rule"], sort_keys=True, ensure_ascii=False))
+    return (_rule_error(rule_file, json.dumps(message["rule"], sort_keys=True, ensure_ascii=False))
+            or revisit_error(message["rule"].get("revisit")))
+
+
+def revisit_error(revisit: Any) -> Rejected | None:
+    """The one rule of a schema-valid ``revisit`` field that JSON Schema cannot say: ``min <= interval <= max``."""
+    if not isinstance(revisit, dict):
+        return None
+    interval = revisit.get("interval")
+    low, high = revisit.get("min"), revisit.get("max")
+    if low is not None and interval is not None and low > interval:
+        return Rejected("$.rule.revisit.min", f"min {low} is above the interval {interval}")
+    if high is not None and interval is not None and high < interval:
+        return Rejected("$.rule.revisit.max", f"max {high} is below the interval {interval}")
+    return None
 
 
 @cache

@@ -30,6 +30,7 @@ DOWNLOADER_MIDDLEWARES = {
     "spiders.middlewares.adaptive.DownloadSampleMiddleware": 870,  # latency and errors of adaptive sites
     "spiders.middlewares.retry_after.RetryAfterMiddleware": 560,  # 429/503: block the domain cluster-wide
     "spiders.middlewares.decode.DecodeMiddleware": 585,  # decoded after decompression, before the spider
+    "spiders.middlewares.conditional.ConditionalMiddleware": 575,  # revisits: If-None-Match, 304, main-text digest
     # through a live proxy of the pool when CRAWLFLEET_PROXY_SPIDER_TYPES names the spider type (chosen when the task
     # was taken, so the per-IP throttle counts the proxy's address); below HttpProxyMiddleware (750)
     "spiders.middlewares.proxy.FleetProxyMiddleware": 740,

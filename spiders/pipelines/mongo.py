@@ -21,6 +21,12 @@
   number of items not written is logged. Their Deferreds never fire, so their tasks are not acknowledged and are
   crawled again after the lease expires.
 - Counted: ``mongo/stored`` and ``mongo/refused`` in Scrapy's stats, and :attr:`MongoPipeline.stored`.
+- Revisits (``frontier.revisit``): an item of a revisiting crawl carries ``_revisit`` (the page's main-text digest,
+  the digest stored before, whether it changed). Its document is updated, not replaced: the item's fields, ``digest``,
+  ``fetched_at``, ``changed_at`` (the fetch that saw the change), ``previous_digest`` and ``versions`` (+1 per
+  changed fetch; a page re-fetched after a crash may count one more). Unchanged pages (304, same digest) yield no item
+  and leave the document as it was. With CRAWLFLEET_MONGO_HISTORY the document's previous version is copied into
+  ``<crawlid>.history`` (``url_key``, ``version``, the fields) before it is overwritten.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 
 import bson
 from bson.errors import InvalidDocument
-from pymongo import ReplaceOne
+from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, PyMongoError
 from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -82,8 +88,9 @@ class MongoWriter:
     anything worth retrying.
     """
 
-    def __init__(self, database: Any, now: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, database: Any, now: Callable[[], datetime] | None = None, history: bool = False) -> None:
         self.database = database
+        self.history = history  # copy a revisited page's previous version into <crawlid>.history
         self.now = now or (lambda: datetime.now(UTC))
         self.indexed: set[str] = set()  # collections whose unique index this process has made sure of
 
@@ -106,7 +113,11 @@ class MongoWriter:
         # of a URL wins (it is the newest fetch); every position of that URL shares its outcome.
         keys = list(positions)
         documents = [{**batch[positions[key][-1]].document, "stored_at": stored_at} for key in keys]
-        operations = [ReplaceOne({URL_KEY: key}, doc, upsert=True) for key, doc in zip(keys, documents, strict=True)]
+        revisits = [_revisit_of(batch[positions[key][-1]].item) for key in keys]
+        if self.history and any(revisits):
+            self._keep_history(collection, [key for key, revisit in zip(keys, revisits, strict=True) if revisit])
+        operations = [_operation(key, doc, revisit)
+                      for key, doc, revisit in zip(keys, documents, revisits, strict=True)]
         try:
             self.database[collection].bulk_write(operations, ordered=False)
         except InvalidDocument as exc:
@@ -120,6 +131,35 @@ class MongoWriter:
         except BulkWriteError as exc:
             return _positions(positions, _refused_by_server(exc, keys))
         return {}
+
+
+    def _keep_history(self, collection: str, keys: Sequence[str]) -> None:
+        history = self.database[f"{collection}.history"]
+        for previous in self.database[collection].find({URL_KEY: {"$in": list(keys)}}):
+            previous.pop("_id", None)
+            version = int(previous.get("versions") or 1)
+            history.replace_one({URL_KEY: previous[URL_KEY], "version": version}, {**previous, "version": version},
+                                upsert=True)
+
+
+def _revisit_of(item: Any) -> dict[str, Any] | None:
+    revisit = item.get("_revisit") if isinstance(item, dict) else None
+    return revisit if isinstance(revisit, dict) else None
+
+
+def _operation(key: str, document: dict[str, Any], revisit: dict[str, Any] | None) -> Any:
+    """A plain item replaces its document; a revisited page's item updates it (see the module docstring)."""
+    if revisit is None:
+        return ReplaceOne({URL_KEY: key}, document, upsert=True)
+    fields = {**document, "digest": revisit.get("digest") or None}
+    if revisit.get("changed"):
+        fields["changed_at"] = document.get("fetched_at")
+        if revisit.get("previous_digest"):
+            fields["previous_digest"] = revisit["previous_digest"]
+    update: dict[str, Any] = {"$set": fields}
+    if revisit.get("changed"):
+        update["$inc"] = {"versions": 1}
+    return UpdateOne({URL_KEY: key}, update, upsert=True)
 
 
 def _positions(positions: dict[str, list[int]], by_key: dict[str, str]) -> dict[int, str]:
@@ -194,7 +234,7 @@ class MongoPipeline:
         # pymongo connects in its own background threads: creating the client does not wait on the network
         # (except for a mongodb+srv:// URI's DNS lookup, once per process).
         self._client = self._client_factory(self.settings)
-        self.writer = MongoWriter(self._client[self.settings.mongo_db])
+        self.writer = MongoWriter(self._client[self.settings.mongo_db], history=self.settings.mongo_history)
         self.buffer.start()
 
     async def process_item(self, item: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from frontier.robots_rules import product_token
 from messaging.regexes import install_exslt_functions
 from messaging.tasks import Task
 from spiders.dupefilter import crawlfleet_settings
+from spiders.middlewares.conditional import unchanged
 from spiders.pipelines import cluster_counters
 from spiders.robots_meta import robots_meta
 from spiders.rules import PageResult
@@ -100,6 +101,8 @@ class FleetSpider(scrapy.Spider):
     # --- response -> items and links ------------------------------------------------------------------------------
     def parse_task(self, response: Response) -> Iterator[Any]:
         task: Task = response.meta["task"]
+        if unchanged(response):  # a revisit found the page as it was (304 or the same main text): nothing new
+            return
         catalog = getattr(self, "fleet_catalog", None)
         rule = self.rule_for(catalog.get(task.crawlid) if catalog is not None else None)
         if rule is None:
@@ -166,6 +169,10 @@ class FleetSpider(scrapy.Spider):
         })
         if content and hasattr(response, "text"):
             item["_html"] = response.text
+        revisit = response.meta.get("revisit")
+        if revisit:  # a revisiting crawl's page: the MongoDB pipeline updates its document (changed_at, versions)
+            item["_revisit"] = {"digest": revisit.get("digest"), "previous_digest": revisit.get("previous_digest"),
+                                "changed": revisit.get("outcome") in ("changed", "fetched")}
         return item
 
     def _count(self, key: str, n: int = 1) -> None:

@@ -12,9 +12,12 @@ batch of them in a few round trips, whatever its size:
 3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
 4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child.
-5. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
+5. **revisits** — a crawl whose rule has ``revisit`` (``frontier.revisit``): the batch's pages it revisits are
+   scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
+   acknowledged, so a crash in between fetches a page again rather than losing its revisit.
+6. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
    released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, and
-   the journal entries removed, in one pipeline. A crash between 5's two halves loses a few weight counts, never
+   the journal entries removed, in one pipeline. A crash between 6's two halves loses a few weight counts, never
    a crawl's end.
 """
 
@@ -31,10 +34,12 @@ from typing import Any
 from frontier.bloom import url_fingerprint
 from frontier.politeness import Lease, Politeness
 from frontier.registry import record_completion
+from frontier.revisit import FAILED, FETCHED, Fetched, RevisitPolicy, Schedule
 from messaging import keys
 from messaging.domains import InvalidDomain, domain_of
 from messaging.scripts import lua_source
 from messaging.tasks import CrawlFields, Task, push_seeds
+from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
 
 logger = logging.getLogger(__name__)
@@ -51,6 +56,7 @@ class Finished:
     children: list[Task] = field(default_factory=list)  # links that passed scope, blacklist, depth and stop checks
     items: int = 0  # items stored for it
     marks: list[str] = field(default_factory=list)  # URLs to mark seen besides the task's (where a redirect ended)
+    revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
 
 
 @dataclass
@@ -60,6 +66,7 @@ class CommitResult:
     duplicates: int = 0  # children the Bloom filter had seen
     over_limit: int = 0  # children refused by max_pages / domain_max_pages
     repushed: int = 0  # children of re-delivered tasks pushed whatever the Bloom filter said
+    revisits: int = 0  # pages of revisiting crawls scheduled or rescheduled
 
 
 class Committer:
@@ -70,6 +77,7 @@ class Committer:
         self.catalog = catalog
         self.job = politeness.job
         self._admit = redis.register_script(lua_source(ADMIT_LUA))
+        self.schedule = Schedule(redis)
 
     def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
         """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
@@ -82,6 +90,7 @@ class Committer:
         admitted = self._within_limits(children, result)
         if admitted:
             result.pushed = push_seeds(self.redis, admitted)
+        result.revisits = self._revisits(batch)
         result.completed = self.politeness.complete([f.lease for f in batch])
         self._count(batch, result.completed, list(digests.values()))
         return result
@@ -164,6 +173,30 @@ class Committer:
                 pipe.hincrby(keys.crawl(crawlid), CrawlFields.ENQUEUED, n)
             pipe.execute()
         return admitted
+
+    def _revisits(self, batch: Sequence[Finished]) -> int:
+        policies: dict[str, RevisitPolicy] = {}
+        fetched: list[Fetched] = []
+        for finished in batch:
+            task = finished.lease.task
+            crawl = self.catalog.get(task.crawlid)
+            if crawl is None or not crawl.running:
+                continue  # a stopped crawl's schedule is purged by the master: nothing to add
+            policy = policies.get(task.crawlid) or RevisitPolicy.from_rule(crawl.rule)
+            if policy is None:
+                continue
+            policies[task.crawlid] = policy
+            seen = finished.revisit or {}
+            outcome = seen.get("outcome") or FAILED
+            if not task.revisit:  # a first fetch: scheduled when the rule's `pages` chooses it
+                list_page = int(seen.get("links") or 0) > 0 or (task.spider_type == "list" and task.callback != DETAIL)
+                if outcome != FETCHED or not policy.selects(task.url, list_page):
+                    continue
+            fetched.append(Fetched(task, outcome, seen.get("etag") or "", seen.get("last_modified") or "",
+                                   seen.get("digest") or ""))
+        if fetched:
+            self.schedule.record(fetched, policies)
+        return len(fetched)
 
     def _count(self, batch: Sequence[Finished], completed: list[Lease], digests: list[str]) -> None:
         done = {lease.member for lease in completed}

@@ -39,6 +39,7 @@ class InProgress:
     stored: int = 0
     children: list[Task] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)
+    revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
 
 
 class TaskTracker:
@@ -85,6 +86,9 @@ class TaskTracker:
         if progress is None or progress.output_done:
             return
         progress.children = self._admitted(progress.task, children)
+        revisit = response.meta.get("revisit") if getattr(response, "request", None) is not None else None
+        if revisit is not None:
+            progress.revisit = {**revisit, "links": len(children)}
         url = getattr(response, "url", "")
         if url and url != progress.task.url:
             progress.marks.append(url)  # where a redirect ended: seen too
@@ -148,7 +152,8 @@ class TaskTracker:
     def _maybe_finish(self, progress: InProgress) -> None:
         if progress.output_done and progress.settled >= progress.items:
             self.tasks.pop(progress.lease.member, None)
-            self.finish(Finished(progress.lease, progress.children, progress.stored, progress.marks))
+            self.finish(Finished(progress.lease, progress.children, progress.stored, progress.marks,
+                                 progress.revisit))
             self._inc("fleet/task/finished")
 
     def _inc(self, key: str, n: int = 1) -> None:

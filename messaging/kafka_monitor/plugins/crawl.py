@@ -21,7 +21,7 @@ from messaging.validation import CRAWL, Rejected
 
 _UPSERT = lua_source(KAFKA_MONITOR_LUA / "crawl_upsert.lua")  # refuses a stopped crawl, else stores the request
 
-_OPTIONAL = (CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES)
+_OPTIONAL = (CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES, CrawlFields.UNTIL)
 
 
 def crawl_fields(data: dict[str, Any]) -> list[Any]:

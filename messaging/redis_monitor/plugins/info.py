@@ -5,6 +5,7 @@ The answer: ``pending`` (tasks in ``seeds``), ``queued`` and ``leased`` (in work
 pages processed, tasks ever enqueued and ``items`` stored (the hash's counter; ``items_in_mongodb`` counts the crawl's
 collection when MongoDB answers). ``dead_letters`` counts the crawl's tasks that the dispatcher could not place
 (``master:{seeds}:dead-letter-counts``), with the latest few and their reasons in ``dead_letter_samples``.
+``revisit`` (a crawl whose rule revisits pages, ``frontier.revisit``): :func:`revisit_summary`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,35 @@ def dead_letters(redis: Any, crawlid: str, samples: int = DEAD_LETTER_SAMPLES) -
     return {"dead_letters": count, "dead_letter_samples": latest}
 
 
+def revisit_summary(redis: Any, crawlid: str, now: float | None = None) -> dict[str, Any] | None:
+    """A revisiting crawl's schedule: URLs ``scheduled``; ``due`` (due now: waiting for the master, or out as a
+    revisit task); ``overdue`` (due more than the crawl's ``min`` interval ago); ``waiting`` (not due yet);
+    ``mean_interval`` (seconds); revisits ``changed``, ``unchanged`` (of which ``not_modified``: answered 304),
+    ``failed``. None when the crawl has no schedule."""
+    if not redis.exists(keys.revisit_state(crawlid)) and not redis.sismember(keys.REVISIT_CRAWLS, crawlid):
+        return None
+    if now is None:
+        seconds, micros = redis.time()
+        now = seconds + micros / 1e6
+    rule = redis.hget(keys.crawl(crawlid), CrawlFields.RULE)
+    revisit = (json.loads(rule) if rule else {}).get("revisit") or {}
+    grace = float(revisit.get("min", max(1.0, float(revisit.get("interval", 4)) / 4)))
+    pipe = redis.pipeline(transaction=False)
+    pipe.hgetall(keys.revisit_stats(crawlid))
+    pipe.zcount(keys.revisit_due(crawlid), "-inf", now)
+    pipe.zcard(keys.revisit_out(crawlid))
+    pipe.zcount(keys.revisit_due(crawlid), "-inf", now - grace)
+    pipe.zcount(keys.revisit_out(crawlid), "-inf", now - grace)
+    pipe.zcount(keys.revisit_due(crawlid), f"({now}", "+inf")
+    raw, due_in, out, late_in, late_out, waiting = pipe.execute()
+    stats = {as_text(k): float(v) for k, v in raw.items()}
+    urls = int(stats.get("urls", 0))
+    return {"scheduled": urls, "due": int(due_in) + int(out), "overdue": int(late_in) + int(late_out),
+            "waiting": int(waiting),
+            "mean_interval": round(stats.get("interval_sum", 0.0) / urls, 3) if urls else None,
+            **{name: int(stats.get(name, 0)) for name in ("changed", "unchanged", "not_modified", "failed")}}
+
+
 class InfoPlugin(Plugin):
     name = "info"
     kind = "info"
@@ -80,6 +110,9 @@ class InfoPlugin(Plugin):
             answer[field] = int(float(raw[field])) if raw.get(field) else 0
         answer.update(crawl_info(context.redis, crawlid))
         answer.update(dead_letters(context.redis, crawlid))
+        revisit = revisit_summary(context.redis, crawlid)
+        if revisit is not None:
+            answer["revisit"] = revisit
         answer["items_in_mongodb"] = self._mongo_count(context, crawlid)
         return answer
 
