@@ -246,8 +246,10 @@ def base_url(name: str, port: int) -> str:
 
 def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[Site | HostileSite, ...]:
     """The demo web: ``pages`` articles on each content site (the trap site: a tenth of that, at least 5), then
-    the hostile site (``deploy.demoweb.hostile``, last: it is no :class:`Site`)."""
+    the hostile site (``deploy.demoweb.hostile``) and the client-rendered site (``deploy.demoweb.spa``): no
+    :class:`Site`, they come last."""
     from deploy.demoweb.hostile import HostileSite  # it builds on this module: imported when the sites are built
+    from deploy.demoweb.spa import ClientSite  # the same
 
     if pages < 1:
         raise ValueError(f"pages must be positive, not {pages}")
@@ -270,6 +272,7 @@ def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED) -> tuple[S
              "blog", 10, max(5, pages // 10), theme=Theme("event-title", "event-body", "event-list", "meta"),
              calendar_home=True, **common),
         HostileSite(),
+        ClientSite(seed),
     )
 
 
@@ -292,5 +295,11 @@ def manifest(sites: Iterable[Site | HostileSite], *, port: int, pages: int, seed
         "static": static,
         "slow_seconds": slow_seconds,
         "sites": {site.name: site.describe(port) for site in sites if isinstance(site, Site)},
-        "hostile": {site.name: site.describe(port) for site in sites if not isinstance(site, Site)},
+        "hostile": {site.name: site.describe(port) for site in sites if _section(site) == "hostile"},
+        "spa": {site.name: site.describe(port) for site in sites if _section(site) == "spa"},
     }
+
+
+def _section(site: Any) -> str:
+    """The manifest section of a site that is no :class:`Site`: the hostile site's, or the client-rendered one's."""
+    return "sites" if isinstance(site, Site) else getattr(site, "manifest_section", "hostile")
