@@ -114,7 +114,7 @@ class ClientSite:
             return self._json(self._story_json(int(match.group(1))))
         if (match := _STORY.match(path)) and int(match.group(1)) < self.articles:
             story = int(match.group(1))
-            page = self._shell(self.title(story)) if self.needs_browser(story) else self._static_story(story)
+            page = self._shell("Fleet Apps") if self.needs_browser(story) else self._static_story(story)
             return Reply(200, page.encode(), _HTML)
         return Reply(404, b"<html><body><h1>Not found</h1></body></html>", _HTML)
 

@@ -42,6 +42,7 @@ from spiders.render.modes import ALWAYS, AUTO, NEVER
 
 logger = logging.getLogger(__name__)
 
+Judged = tuple[detect.PageFacts, Any, tuple[str, ...], bool]  # page facts, rule result, required, content page
 PROBE_META = "fleet_render_probe"  # an auto request's static fetch, to be judged
 STATIC_OUTCOME_META = "fleet_render_static"  # what the static fetch gave, to judge the render by
 REASON_META = "fleet_render_reason"
@@ -108,7 +109,7 @@ class RenderMiddleware:
         """Why this static page must be rendered, or ``""`` (keep it); records what the site showed."""
         if response.status != 200 or not isinstance(response, TextResponse) or "html" not in _content_type(response):
             return ""
-        judged = self._apply(response)
+        judged = self._apply(request, response)
         if judged is None:
             return ""
         facts, result, required, content = judged
@@ -128,22 +129,24 @@ class RenderMiddleware:
         before = request.meta.get(STATIC_OUTCOME_META)
         if before is None or response.status != 200 or not isinstance(response, TextResponse):
             return
-        judged = self._apply(response)
+        judged = self._apply(request, response)
         if judged is not None:
             facts, result, required, _ = judged
             after = detect.outcome(facts, result, required)
             self._learn(_site(request.url), NEEDED if after.improves_on(before, self.min_text) else VAIN)
 
-    def _apply(self, response: Response) -> tuple[detect.PageFacts, Any, tuple[str, ...], bool] | None:
+    def _apply(self, request: Request, response: Response) -> Judged | None:
         """The rule's result on the page, as the spider will compute it (None: no rule to judge by)."""
         spider = self._spider()
-        task = response.meta.get("task")
+        task = request.meta.get("task")
         catalog = getattr(spider, "fleet_catalog", None)
         if task is None or catalog is None:
             return None
         rule = spider.rule_for(catalog.get(task.crawlid))
         if rule is None:
             return None
+        if response.request is None:  # tied to its request only later by the engine; the rule may read meta
+            response = response.replace(request=request)
         try:
             result, content = spider.apply(rule, response, task)
         except Exception as exc:  # the spider will meet (and count) the same error: judge by the page alone
