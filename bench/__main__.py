@@ -24,6 +24,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "extraction": [],
     "crawl": ["--pages", "3000"],
     "scaling": [],
+    "render": ["--renders", "600"],
 }
 
 

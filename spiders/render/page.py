@@ -4,10 +4,10 @@ The page's own request goes out with the Scrapy request's headers (User-Agent, c
 request of the page with its User-Agent. Resource types in ``block`` (images, fonts, media by default) are never
 fetched; requests to the page's own host besides the page itself are capped at ``subrequests`` (a render is one hit
 of the cluster throttle; its sub-resources are not pages, but a page must not flood its site). The render waits for
-the load event, then up to ``settle`` seconds for the network to go quiet (scripts fetching their content), and
-reads the DOM. All of it within ``timeout`` seconds: past it the page is closed and the download fails with a
-:class:`RenderTimeout` (a Scrapy ``DownloadTimeoutError``), which Scrapy retries as any download timeout before the
-task completes with that reason.
+the load event, then up to ``settle`` seconds for the network to go quiet (no request in flight for 0.25 s: scripts
+fetching their content), and reads the DOM. All of it within ``timeout`` seconds: past it the page is closed and the
+download fails with a :class:`RenderTimeout` (a Scrapy ``DownloadTimeoutError``), which Scrapy retries as any
+download timeout before the task completes with that reason.
 
 The response carries the main document's status and headers (so Retry-After, redirects, cookies work as for a
 static fetch); an HTML body is the serialised DOM in UTF-8, any other body the bytes the server sent.
@@ -31,6 +31,7 @@ from scrapy.responsetypes import responsetypes
 from spiders.render.browser import BrowserPool
 
 DEFAULT_BLOCK = ("image", "font", "media")
+QUIET = 0.25  # seconds without a request in flight after which a loaded page is taken as rendered
 _DROPPED_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
 _NOT_FORWARDED = {"host", "content-length", "connection", "proxy-authorization"}
 
@@ -99,17 +100,42 @@ async def render(pool: BrowserPool, request: Request, config: RenderConfig) -> R
 
 
 async def _load(page: Any, request: Request, config: RenderConfig, log: PageLog) -> Response:
-    from playwright.async_api import TimeoutError as PlaywrightTimeout
-
     headers = _scrapy_headers(request)
     host = urlsplit(request.url).hostname
+    network = _Network(page)
     await page.route("**/*", _router(page, headers, host, config, log))
     main = await page.goto(request.url, wait_until="load", timeout=config.timeout * 1000)
-    try:
-        await page.wait_for_load_state("networkidle", timeout=config.settle * 1000)
-    except PlaywrightTimeout:
-        pass  # a page that keeps polling never goes quiet: its DOM as it is now
+    await network.quiet(QUIET, config.settle)  # a page that keeps polling never goes quiet: its DOM at the limit
     return await _response(page, main, request)
+
+
+class _Network:
+    """The page's requests in flight, to tell when it has gone quiet: no request for ``QUIET`` seconds. Playwright's
+    ``networkidle`` waits 500 ms of silence, which is most of a render of a small page; a script that fetches its
+    content renders it as the response arrives."""
+
+    def __init__(self, page: Any) -> None:
+        self.in_flight = 0
+        self.changed = time.monotonic()
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+
+    def _started(self, _: Any) -> None:
+        self.in_flight += 1
+        self.changed = time.monotonic()
+
+    def _ended(self, _: Any) -> None:
+        self.in_flight = max(0, self.in_flight - 1)
+        self.changed = time.monotonic()
+
+    async def quiet(self, idle: float, limit: float) -> bool:
+        deadline = time.monotonic() + limit
+        while (now := time.monotonic()) < deadline:
+            if self.in_flight == 0 and now - self.changed >= idle:
+                return True
+            await asyncio.sleep(idle / 5)
+        return False
 
 
 def _scrapy_headers(request: Request) -> dict[str, str]:
