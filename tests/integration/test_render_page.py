@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -15,6 +16,7 @@ from deploy.demoweb.spa import LOGO_PATH, SPA_NAME, SPIN_PATH, ClientSite
 from messaging.hostmap import HostMap
 from spiders.render.browser import BrowserPool, PoolConfig, find_browser
 from spiders.render.page import RenderConfig, RenderTimeout, render
+from tests.plugins.proxies import proxy_farm  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
 
@@ -120,3 +122,26 @@ def test_contexts_are_recycled_and_the_page_pool_is_bounded(demoweb: dict[str, A
     assert titles == [site.title(n) for n in range(1, 9)]
     assert contexts >= 3  # 8 pages, 3 a context
     assert most <= 2
+
+
+def test_a_render_goes_through_the_tasks_proxy_with_its_credentials(
+        demoweb: dict[str, Any], proxy_farm: Any) -> None:  # noqa: F811
+    site = ClientSite(demoweb["manifest"]["seed"])
+    proxy = proxy_farm.start(auth="ann:Pr0xy-Secret")
+    before = served(demoweb)
+    # as HttpProxyMiddleware leaves a proxied request: the URL in meta, the credentials in Proxy-Authorization
+    request = Request(url(demoweb, site.story_path(5)), meta={"proxy": f"http://{proxy.host}:{proxy.port}"},
+                      headers={"Proxy-Authorization": b"Basic " + base64.b64encode(b"ann:Pr0xy-Secret")})
+
+    async def go() -> Any:
+        pool = pool_for(demoweb)
+        try:
+            return await render(pool, request, RenderConfig(timeout=20))
+        finally:
+            await pool.close()
+
+    response = asyncio.run(go())
+    assert response.xpath("//h1/text()").get() == site.title(5)
+    grew = sum(n - before.get(path, 0) for path, n in served(demoweb).items())
+    assert proxy.forwarded(SPA_NAME) == grew == 3  # the page, app.js, its JSON: all through the proxy
+    assert proxy.stats()["refused"].get("auth", 0) <= 1  # at most the browser's first, unauthenticated try
