@@ -11,6 +11,7 @@ next two stories.
 | ``/stories/<n>.html``, ``n % 3 != 0`` | shell | ``<h1>`` title, ``<article>`` paragraphs, links to the next two |
 | ``/stories/<n>.html``, ``n % 3 == 0`` | static page (and a small script) | the same, without JavaScript |
 | ``/spin.html`` | a script that never ends (a hung page) | nothing: a render times out |
+| ``/busy.html`` | 429 with ``Retry-After: 7`` | the 429 (a renderer passes it on as a static fetch does) |
 
 So a crawl without a browser stores shells (story pages without a title) and finds few links; a crawl with one stores
 every story with its title. The logo is an image a rendering crawler should never fetch (images are blocked).
@@ -33,6 +34,8 @@ SPA_NAME = f"apps.{DOMAIN}"
 SPA_IP = "127.0.0.16"
 STORIES = 24
 SPIN_PATH = "/spin.html"
+BUSY_PATH = "/busy.html"
+BUSY_SECONDS = 7
 LOGO_PATH = "/static/logo.gif"
 APP_PATH = "/static/app.js"
 _STORY = re.compile(r"^/stories/([0-9]+)\.html$")
@@ -108,6 +111,8 @@ class ClientSite:
         if path == "/api/home.json":
             links = [{"href": self.story_path(n), "text": self.title(n)} for n in range(self.articles)]
             return self._json({"heading": "Fleet Apps", "links": links})
+        if path == BUSY_PATH:  # what a site says when it is rendered too fast
+            return Reply(429, self._shell("Too busy").encode(), _HTML, headers=(("Retry-After", str(BUSY_SECONDS)),))
         if path == SPIN_PATH:
             return Reply(200, self._shell("Spinning", script="<script>for (;;) {}</script>").encode(), _HTML)
         if (match := _STORY_JSON.match(path)) and int(match.group(1)) < self.articles:

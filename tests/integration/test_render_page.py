@@ -12,7 +12,7 @@ from scrapy import Request
 
 from deploy.demoweb import fetch
 from deploy.demoweb.router import STATS_PATH
-from deploy.demoweb.spa import LOGO_PATH, SPA_NAME, SPIN_PATH, ClientSite
+from deploy.demoweb.spa import BUSY_PATH, BUSY_SECONDS, LOGO_PATH, SPA_NAME, SPIN_PATH, ClientSite
 from messaging.hostmap import HostMap
 from spiders.render.browser import BrowserPool, PoolConfig, find_browser
 from spiders.render.page import RenderConfig, RenderTimeout, render
@@ -145,3 +145,15 @@ def test_a_render_goes_through_the_tasks_proxy_with_its_credentials(
     grew = sum(n - before.get(path, 0) for path, n in served(demoweb).items())
     assert proxy.forwarded(SPA_NAME) == grew == 3  # the page, app.js, its JSON: all through the proxy
     assert proxy.stats()["refused"].get("auth", 0) <= 1  # at most the browser's first, unauthenticated try
+
+
+def test_a_rendered_429_keeps_its_status_and_retry_after(demoweb: dict[str, Any]) -> None:
+    async def go() -> Any:
+        pool = pool_for(demoweb)
+        try:
+            return await render(pool, Request(url(demoweb, BUSY_PATH)), RenderConfig(timeout=20))
+        finally:
+            await pool.close()
+
+    response = asyncio.run(go())  # RetryAfterMiddleware sees what it sees of a static fetch
+    assert response.status == 429 and response.headers.get(b"Retry-After") == str(BUSY_SECONDS).encode()
