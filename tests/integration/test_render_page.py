@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +18,7 @@ from deploy.demoweb.router import STATS_PATH
 from deploy.demoweb.spa import BUSY_PATH, BUSY_SECONDS, LOGO_PATH, SPA_NAME, SPIN_PATH, ClientSite
 from messaging.hostmap import HostMap
 from spiders.render.browser import BrowserPool, PoolConfig, find_browser
-from spiders.render.page import RenderConfig, RenderTimeout, render
+from spiders.render.page import RenderConfig, RenderFailed, RenderTimeout, render
 from tests.plugins.proxies import proxy_farm  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
@@ -157,3 +160,56 @@ def test_a_rendered_429_keeps_its_status_and_retry_after(demoweb: dict[str, Any]
 
     response = asyncio.run(go())  # RetryAfterMiddleware sees what it sees of a static fetch
     assert response.status == 429 and response.headers.get(b"Retry-After") == str(BUSY_SECONDS).encode()
+
+
+def browser_pids() -> list[int]:
+    """This test process's Chromium processes (below its Playwright driver), from /proc."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0]
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if cmdline.endswith(b"chromium-headless-shell") and parent_chain_has(parent, os.getpid()):
+                pids.append(int(entry))
+    return pids
+
+
+def parent_chain_has(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return False
+    return False
+
+
+def test_a_browser_that_dies_is_started_again(demoweb: dict[str, Any]) -> None:
+    site = ClientSite(demoweb["manifest"]["seed"])
+
+    async def go() -> tuple[Any, int]:
+        pool = pool_for(demoweb)
+        try:
+            await render(pool, Request(url(demoweb, site.story_path(1))), RenderConfig(timeout=20))
+            victims = browser_pids()
+            assert victims, "no browser process found"
+            for pid in victims:
+                os.kill(pid, signal.SIGKILL)
+            for _ in range(3):  # the first render may still meet the dying browser
+                try:
+                    response = await render(pool, Request(url(demoweb, site.story_path(2))), RenderConfig(timeout=20))
+                    return response, pool.launched
+                except RenderFailed:
+                    await asyncio.sleep(0.5)
+            raise AssertionError("no render after the browser died")
+        finally:
+            await pool.close()
+
+    response, launched = asyncio.run(go())
+    assert response.xpath("//h1/text()").get() == site.title(2)
+    assert launched == 2
