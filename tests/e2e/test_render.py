@@ -13,7 +13,9 @@ from deploy.demoweb.spa import LOGO_PATH, SPA_NAME, SPIN_PATH, ClientSite
 from deploy.procs import kill_hard, pid_alive, wait_for
 from frontier.registry import queue_depths
 from messaging import keys
+from messaging.hostmap import HostMap
 from messaging.siteconfig import Rate
+from spiders.render.browser import find_browser, resolver_rules
 
 pytestmark = pytest.mark.e2e
 
@@ -39,6 +41,26 @@ def render_counts(fleet: Any) -> dict[str, int]:
             for how in ("rendered", "static")}
 
 
+def titles_in_a_browser(fleet: Any, paths: list[str]) -> dict[str, str | None]:
+    """The ``<h1>`` of each page as Debian's headless Chromium shows it once its scripts ran."""
+    from playwright.sync_api import sync_playwright
+
+    rules = resolver_rules(HostMap.from_file(fleet.demoweb["hosts_file"]))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_browser(), args=[
+            "--no-sandbox", "--disable-gpu", f"--host-resolver-rules={rules}"])
+        try:
+            page = browser.new_page()
+            titles = {}
+            for path in paths:
+                page.goto(fleet.url(SPA_NAME, path))
+                page.wait_for_selector("h1", timeout=20_000)
+                titles[fleet.url(SPA_NAME, path)] = page.text_content("h1")
+            return titles
+        finally:
+            browser.close()
+
+
 def test_auto_renders_exactly_the_pages_that_need_it_and_never_stores_the_shells(fleet: Any) -> None:
     site = site_of(fleet)
     fleet.start()
@@ -48,17 +70,18 @@ def test_auto_renders_exactly_the_pages_that_need_it_and_never_stores_the_shells
     fleet.submit({"userid": "rita", "crawlid": "apps-auto", "spider_type": "universal",
                   "url": fleet.url(SPA_NAME, "/"), "rule": {**STORIES_RULE, "required": ["title"], "render": "auto"}})
     fleet.wait_finished(["apps-auto"], CRAWL_TIMEOUT)
+    served = delta(before, fleet.served(SPA_NAME))  # what the crawl asked of the site (before the browser below)
 
-    # What a browser sees: every story, with its title, once.
+    # What a browser sees (Chromium, driven here without the fleet): every story, with its title, once.
     items = fleet.items("apps-auto")
-    browser_sees = {fleet.url(SPA_NAME, site.story_path(n)): site.title(n) for n in range(site.articles)}
+    browser_sees = titles_in_a_browser(fleet, [site.story_path(n) for n in range(site.articles)])
+    assert browser_sees == {fleet.url(SPA_NAME, site.story_path(n)): site.title(n) for n in range(site.articles)}
     assert {item["url"]: item["title"] for item in items} == browser_sees
     assert len(items) == site.articles
     assert all(len(item["text"]) > 200 for item in items), "the main text of rendered pages is extracted too"
 
     # Rendered only where needed, as the site saw it: a client-rendered page is fetched statically, then rendered
     # (twice, and its JSON once); a static page once, its JSON never; images never.
-    served = delta(before, fleet.served(SPA_NAME))
     needs = [n for n in range(site.articles) if site.needs_browser(n)]
     static = [n for n in range(site.articles) if not site.needs_browser(n)]
     assert {n: served.get(site.story_path(n)) for n in needs} == dict.fromkeys(needs, 2)
