@@ -30,7 +30,7 @@ from scrapy.utils.misc import build_from_crawler
 from messaging.hostmap import load_hostmap
 from spiders.dupefilter import crawlfleet_settings
 from spiders.render.browser import BrowserPool, PoolConfig, find_browser
-from spiders.render.page import RenderConfig, render
+from spiders.render.page import RenderConfig, RenderFailed, render
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,12 @@ class RenderDownloadHandler:
         stats = self.crawler.stats
         try:
             response = await render(self.pool, request, self.config)
+        except RenderFailed as exc:
+            if "Download is starting" not in str(exc):
+                stats.inc_value(f"render/failed/{type(exc).__name__}")
+                raise
+            stats.inc_value("render/not_a_page")  # a file the browser would download (a PDF, an archive): as is
+            return await self.static.download_request(request)
         except Exception as exc:
             stats.inc_value(f"render/failed/{type(exc).__name__}")
             raise
