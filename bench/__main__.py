@@ -27,6 +27,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "crawl": ["--pages", "3000"],
     "scaling": [],
     "recrawl": [],
+    "render": ["--renders", "600"],
 }
 
 

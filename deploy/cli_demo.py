@@ -29,9 +29,12 @@ from deploy import fleet as local_fleet
 from deploy import progress
 from deploy import services as local_services
 from deploy.demo_rules import (
+    APPS_SITE,
+    APPS_START_PATH,
     CHINA_SITE,
     CHINA_START_PATH,
     DEMO_LIST_RULE,
+    DEMO_RENDER_RULE,
     DEMO_SITE_RATES,
     DEMO_UNIVERSAL_RULE,
     NEWS_SITE,
@@ -60,7 +63,8 @@ RATE_ANSWER_SECONDS = 60.0  # the Redis monitor answers site-config requests onc
 @click.option("--keep", is_flag=True, help="Leave the fleet running afterwards (stop it with `crawlfleet down`).")
 @click.option("--down", "stop", is_flag=True, help="Stop a kept demo (as `crawlfleet down`).")
 def demo(pages: int, timeout: float, keep: bool, stop: bool) -> None:
-    """Start a local fleet, crawl the demo news site (list spider) and Chinese site (universal spider) through Kafka,
+    """Start a local fleet, crawl the demo news site (list spider), Chinese site (universal spider) and client-rendered
+    site (universal spider, render: auto) through Kafka,
     show the progress live, summarise, export the items and stop.
 
     Redis runs without its append-only file: nothing of the demo survives a Redis restart. For a long-lived
@@ -122,15 +126,18 @@ def _registered_workers(run_dir: str, settings: Settings, timeout: float = 60.0)
 
 
 def crawl_requests(run_dir: str, stamp: str) -> list[dict[str, Any]]:
-    """The demo's two crawl requests, against the running demo web."""
+    """The demo's crawl requests, against the running demo web."""
     web = demoweb_status(run_dir)
     news = site_url(NEWS_SITE, web).rstrip("/") + NEWS_START_PATH
     china = site_url(CHINA_SITE, web).rstrip("/") + CHINA_START_PATH
+    apps = site_url(APPS_SITE, web).rstrip("/") + APPS_START_PATH
     return [
         {"userid": DEMO_USER, "crawlid": f"demo-news-{stamp}", "url": news, "spider_type": "list",
          "rule": DEMO_LIST_RULE, "uuid": uuidlib.uuid4().hex},
         {"userid": DEMO_USER, "crawlid": f"demo-china-{stamp}", "url": china, "spider_type": "universal",
          "rule": DEMO_UNIVERSAL_RULE, "uuid": uuidlib.uuid4().hex},
+        {"userid": DEMO_USER, "crawlid": f"demo-apps-{stamp}", "url": apps, "spider_type": "universal",
+         "rule": DEMO_RENDER_RULE, "uuid": uuidlib.uuid4().hex},
     ]
 
 

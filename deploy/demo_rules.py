@@ -1,4 +1,4 @@
-"""The rules of the demo's two crawls (``crawlfleet demo``), written for the demo web's templates.
+"""The rules of the demo's crawls (``crawlfleet demo``), written for the demo web's templates.
 
 - ``list`` on the news site, from a section's first list page: each entry of the list gives its ``title`` and
   ``date``; its link leads to the article, whose ``body`` and ``author`` are taken there; ``next_page`` follows the
@@ -6,6 +6,8 @@
 - ``universal`` on the Chinese site (served in GBK, decoded by the workers), from its home page: section and
   pagination links are followed, articles are extracted with their ``title``, ``author`` and ``published`` (and main
   text by the pipelines).
+- ``universal`` with ``render: auto`` on the client-rendered site (``apps.fleet.test``): its shells are rendered in
+  the workers' browser, its static pages are not.
 
 Both work on every demo site (the themes differ in class names, not in structure); the unit tests check them
 against the rendered templates and the end-to-end tests crawl with them.
@@ -23,8 +25,11 @@ NEWS_SITE = "news.fleet.test"
 NEWS_START_PATH = "/world/"
 CHINA_SITE = "china.fleet.test"
 CHINA_START_PATH = "/"
+APPS_SITE = "apps.fleet.test"
+APPS_START_PATH = "/"
 # site -> (requests, window in seconds), cluster-wide, per spider type and per host IP
-DEMO_SITE_RATES: dict[str, tuple[int, float]] = {NEWS_SITE: (240, 60.0), CHINA_SITE: (240, 60.0)}
+DEMO_SITE_RATES: dict[str, tuple[int, float]] = {NEWS_SITE: (240, 60.0), CHINA_SITE: (240, 60.0),
+                                                 APPS_SITE: (240, 60.0)}
 
 # A news section's list pages, page after page: one item per article, its title (and date) from the list, its body
 # and author from the article page. Works on every demo site (the themes differ in class names, not in structure).
@@ -65,4 +70,13 @@ DEMO_UNIVERSAL_RULE: dict[str, Any] = {
     ],
     "start": "url",
     "required": ["title"],
+}
+
+# The client-rendered site (deploy/demoweb/spa.py), ``render: auto``: each page is fetched statically first and
+# rendered in the worker's browser only when it is a shell (its story without a title): every third story is static.
+DEMO_RENDER_RULE: dict[str, Any] = {
+    "rules": [{"allow": r"/stories/[0-9]+\.html$", "follow": True,
+               "extract": {"title": "//article/h1", "body": "//article"}}],
+    "required": ["title"],
+    "render": "auto",
 }

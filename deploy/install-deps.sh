@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages crawlfleet's local services need: redis-server, zookeeper, a JRE (and python3-venv for the
-# system Python), plus Debian's chromium and its matching chromium-driver for the manager's browser tests (never a
-# downloaded browser). Installs only what is missing, so a second run is a few stat calls.
+# system Python), plus Debian's chromium and its matching chromium-driver for the manager's browser tests, and
+# chromium-headless-shell, the browser workers render pages with (spiders/render, through Playwright's
+# executable_path; never a downloaded browser: `playwright install` is never run). Installs only what is missing, so a second run is a few stat calls.
 set -euo pipefail
 
 missing=()
@@ -12,6 +13,7 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+[ -x /usr/lib/chromium/chromium-headless-shell ] || missing+=(chromium-headless-shell)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

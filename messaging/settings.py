@@ -336,6 +336,42 @@ define("CRAWLFLEET_MONGO_HISTORY", False,
        "Revisits: before a changed page's document is updated, copy its previous version into the collection "
        "``<crawlid>.history`` (one document per URL and version).", group="worker", parse=parse_bool)
 
+# --- render: pages that need a browser (spiders/render) -----------------------------------------------------------
+define("CRAWLFLEET_RENDER_BROWSER", "",
+       "Chromium binary the worker renders with (Playwright's ``executable_path``); empty: Debian's "
+       "``chromium-headless-shell``, else ``chromium`` (deploy/install-deps.sh installs both; no browser is "
+       "downloaded).", group="render")
+define("CRAWLFLEET_RENDER_PAGES", 4,
+       "Pages a worker renders at once (its page pool); a render waits for a free page, its task stays leased.",
+       group="render", parse=int)
+define("CRAWLFLEET_RENDER_CONTEXT_PAGES", 100,
+       "Pages rendered in one browser context before it is closed and a fresh one opened (cookies, cache and the "
+       "renderer's memory go with it).", group="render", parse=int)
+define("CRAWLFLEET_RENDER_TIMEOUT", 30.0,
+       "Seconds one render may take in all (navigation, scripts, settling, reading the DOM); past it the page is "
+       "closed and the download fails with a timeout (retried as Scrapy retries timeouts, then the task completes "
+       "with that reason).", group="render", parse=float)
+define("CRAWLFLEET_RENDER_SETTLE", 2.0,
+       "Seconds a rendered page may take after its load event to go quiet on the network (scripts fetching their "
+       "content); the DOM is read then, or at this limit on a page that never goes quiet.", group="render",
+       parse=float)
+define("CRAWLFLEET_RENDER_BLOCK", "image,font,media",
+       "Resource types a rendering browser never fetches (Playwright's resource types, comma-separated).",
+       group="render")
+define("CRAWLFLEET_RENDER_SUBREQUESTS", 50,
+       "Most requests one rendered page may send to its own host besides the page itself (scripts, JSON, styles); "
+       "further ones are aborted, so a page cannot flood the site it is on.", group="render", parse=int)
+define("CRAWLFLEET_RENDER_LEARN_PAGES", 20,
+       "``render: auto``: pages of a site a worker judges before it trusts what it learned: when the last this many "
+       "all needed the browser the site is rendered straight away, when none of them did its pages are no longer "
+       "rendered on a guess.", group="render", parse=int)
+define("CRAWLFLEET_RENDER_RECHECK", 25,
+       "``render: auto``: once a site is learned, one page in this many is still judged both ways, so a site that "
+       "changes is learned again.", group="render", parse=int)
+define("CRAWLFLEET_RENDER_MIN_TEXT", 200,
+       "``render: auto``: characters of visible text below which a static content page counts as having no main "
+       "text (rendered).", group="render", parse=int)
+
 # --- manager: the scrapyd-compatible HTTP manager of a worker host (manager/) ----------------------------------
 define("CRAWLFLEET_MANAGER_BIND", "127.0.0.1",
        "Address the manager listens on. Any address but loopback requires CRAWLFLEET_MANAGER_AUTH (the manager "

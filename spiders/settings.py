@@ -34,6 +34,15 @@ DOWNLOADER_MIDDLEWARES = {
     # through a live proxy of the pool when CRAWLFLEET_PROXY_SPIDER_TYPES names the spider type (chosen when the task
     # was taken, so the per-IP throttle counts the proxy's address); below HttpProxyMiddleware (750)
     "spiders.middlewares.proxy.FleetProxyMiddleware": 740,
+    # the rule's render (never / always / auto): which downloads are renders in the worker's browser; after the
+    # User-Agent and before the proxy on the way in, after the decoding and before Retry-After on the way out
+    "spiders.render.middleware.RenderMiddleware": 580,
+}
+# A static fetch is Scrapy's HTTP/1.1 handler; a render (meta["fleet_render"]) is Debian's headless Chromium through
+# Playwright on the reactor's asyncio loop (spiders.render), started on the first render only.
+DOWNLOAD_HANDLERS = {
+    "http": "spiders.render.handler.RenderDownloadHandler",
+    "https": "spiders.render.handler.RenderDownloadHandler",
 }
 # Where a redirect ends is checked against the crawl's Bloom filter by the scheduler before it is fetched, and
 # marked seen when the task completes (in the committer's batch): RedirectDedupMiddleware, which marks it with a
@@ -67,7 +76,7 @@ ITEM_PIPELINES = {
 # *.fleet.test names to loopback addresses. Only the settings module can set this: it is read when the reactor
 # is set up, before any spider's custom_settings.
 TWISTED_DNS_RESOLVER = "spiders.resolver.HostMapResolver"
-# Scrapy's default reactor (asyncio) is kept: nothing in the project needs another.
+# Scrapy's default reactor (asyncio) is kept: the renders (spiders.render) run Playwright on its asyncio loop.
 
 # --- local processes ----------------------------------------------------------------------------------------
 # Many workers share a host (and a test machine): a telnet console per process would only compete for ports.

@@ -44,7 +44,7 @@ from deploy.demoweb.text import ENGLISH
 
 log = logging.getLogger("deploy.demoweb.changing")
 CHANGING_NAME = f"changing.{DOMAIN}"
-CHANGING_IP = "127.0.0.16"
+CHANGING_IP = "127.0.0.26"  # a process of its own, beside the demo web (robots hosts 16-24, apps 25)
 STATE_PATH = "/_changing/state.json"
 RATES = (4.0, 1.0, 0.25, 0.0, 0.0, 0.0)  # changes per site hour, by article number % 6
 SITE_EPOCH = 1_767_225_600  # the site's time 0 as an HTTP date: 2026-01-01T00:00:00Z

@@ -248,11 +248,12 @@ def base_url(name: str, port: int) -> str:
 def build_sites(pages: int = DEFAULT_PAGES,
                 seed: str = DEFAULT_SEED) -> tuple[Site | HostileSite | RobotsHost, ...]:
     """The demo web: ``pages`` articles on each content site (the trap site: a tenth of that, at least 5), then
-    the hostile site (``deploy.demoweb.hostile``) and the robots hosts (``deploy.demoweb.robotsweb``), which are no
-    :class:`Site`."""
+    the hostile site (``deploy.demoweb.hostile``), the robots hosts (``deploy.demoweb.robotsweb``) and the
+    client-rendered site (``deploy.demoweb.spa``), which are no :class:`Site` and come last."""
     # They build on this module: imported when the sites are built.
     from deploy.demoweb.hostile import HostileSite
     from deploy.demoweb.robotsweb import robots_hosts
+    from deploy.demoweb.spa import ClientSite
 
     if pages < 1:
         raise ValueError(f"pages must be positive, not {pages}")
@@ -276,6 +277,7 @@ def build_sites(pages: int = DEFAULT_PAGES,
              calendar_home=True, **common),
         HostileSite(),
         *robots_hosts(),
+        ClientSite(seed),
     )
 
 
@@ -290,9 +292,7 @@ def manifest(sites: Iterable[Site | HostileSite | RobotsHost], *, port: int, pag
              slow_seconds: float) -> dict[str, Any]:
     """What the demo web serves, for tests and the demo to check a crawl's completeness (content sites under
     ``sites``, the hostile site and what a crawl should make of each of its pages under ``hostile``, the robots
-    hosts under ``robots``)."""
-    from deploy.demoweb.robotsweb import RobotsHost
-
+    hosts under ``robots``, the client-rendered site under ``spa``)."""
     sites = tuple(sites)
     return {
         "port": port,
@@ -301,6 +301,19 @@ def manifest(sites: Iterable[Site | HostileSite | RobotsHost], *, port: int, pag
         "static": static,
         "slow_seconds": slow_seconds,
         "sites": {site.name: site.describe(port) for site in sites if isinstance(site, Site)},
-        "hostile": {site.name: site.describe(port) for site in sites if not isinstance(site, Site | RobotsHost)},
-        "robots": {site.name: site.describe(port) for site in sites if isinstance(site, RobotsHost)},
+        "hostile": {site.name: site.describe(port) for site in sites if _section(site) == "hostile"},
+        "robots": {site.name: site.describe(port) for site in sites if _section(site) == "robots"},
+        "spa": {site.name: site.describe(port) for site in sites if _section(site) == "spa"},
     }
+
+
+def _section(site: Any) -> str:
+    """The manifest section of a site that is no :class:`Site`: the hostile site's, a robots host's, or the
+    client-rendered one's."""
+    from deploy.demoweb.robotsweb import RobotsHost
+
+    if isinstance(site, Site):
+        return "sites"
+    if isinstance(site, RobotsHost):
+        return "robots"
+    return getattr(site, "manifest_section", "hostile")

@@ -37,6 +37,7 @@ from messaging.tasks import Task
 from spiders.dupefilter import crawlfleet_settings
 from spiders.middlewares.conditional import unchanged
 from spiders.pipelines import cluster_counters
+from spiders.render.modes import render_mode
 from spiders.robots_meta import robots_meta
 from spiders.rules import PageResult
 from spiders.worker.crawls import CrawlInfo
@@ -73,6 +74,10 @@ class FleetSpider(scrapy.Spider):
 
     def url_for(self, task: Task, rule: Any) -> str:
         return task.url
+
+    def render_mode(self, task: Task, crawl: CrawlInfo | None) -> str:
+        """The rule's ``render`` for this task's page (``spiders.render``): never, always or auto."""
+        return render_mode(crawl.rule if crawl is not None else None)
 
     def rule_for(self, crawl: CrawlInfo | None) -> Any:
         """The crawl's rule object, built once; ``None`` (logged) when the crawl or its rule cannot be used."""

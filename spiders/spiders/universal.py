@@ -14,6 +14,7 @@ from urllib.parse import urljoin
 from scrapy.http import Response
 
 from messaging.tasks import Task
+from spiders.render.modes import NEVER
 from spiders.rules import SITEMAP, START, PageResult, UniversalRule
 from spiders.spiders.base import FleetSpider
 from spiders.worker.crawls import CrawlInfo
@@ -29,6 +30,12 @@ class UniversalSpider(FleetSpider):
         if task.callback == START and rule.start == SITEMAP and task.depth == 0:
             return urljoin(task.url, "/sitemap.xml")
         return task.url
+
+    def render_mode(self, task: Task, crawl: CrawlInfo | None) -> str:
+        if task.callback == SITEMAP or (task.callback == START and task.depth == 0 and crawl is not None
+                                        and (crawl.rule or {}).get("start") == SITEMAP):
+            return NEVER  # a sitemap is no page
+        return super().render_mode(task, crawl)
 
     def apply(self, rule: UniversalRule, response: Response, task: Task) -> tuple[PageResult, bool]:
         if task.callback == SITEMAP or (task.callback == START and rule.start == SITEMAP and task.depth == 0):
