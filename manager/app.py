@@ -25,6 +25,7 @@ from twisted.web import server
 
 from manager.catalog import SpiderCatalog
 from manager.config import PROJECT, ManagerConfig
+from manager.flash import Flashes
 from manager.gateway import KafkaGateway
 from manager.history import SqliteJobHistory
 from manager.jobs import InvalidJob, Job, JobRecord
@@ -56,6 +57,7 @@ class Manager:
         self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
         self.gateway = KafkaGateway(config.settings)
         self._redis: Any = None
+        self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
 
     # --- blocking work, off the reactor -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,9 @@ from twisted.web.util import Redirect
 from manager import fleet
 from manager.api import api_root
 from manager.jobs import InvalidJob, iso
+from manager.logs import Logs
 from manager.registry import ManagerRegistry
-from manager.security import CsrfToken, cross_site_reason, host_allowed, safe_log_file, with_basic_auth
+from manager.security import CsrfToken, cross_site_reason, host_allowed, with_basic_auth
 from manager.webservice import SCRAPYD_RESOURCES, ApiError, job_from_request
 from messaging import clients
 
@@ -41,17 +43,22 @@ SPIDER_TYPES = ("list", "universal")
 
 
 def duration(seconds: float | None) -> str:
+    """scrapyd's runtime format, ``str(timedelta)`` without microseconds: ``0:01:05``, ``1 day, 2:00:00``."""
     if seconds is None:
         return ""
-    minutes, rest = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{rest:02d}"
+    return str(timedelta(seconds=int(seconds)))
+
+
+def local_time(seconds: float | None) -> str:
+    """scrapyd's time format on its pages, ``str(datetime)`` without microseconds, local time."""
+    return str(datetime.fromtimestamp(int(seconds))) if seconds else ""
 
 
 def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
     env.filters["iso"] = iso
     env.filters["duration"] = duration
+    env.filters["local"] = local_time
     return env
 
 
@@ -97,9 +104,11 @@ class Page(resource.Resource):
 
     def _write(self, request: Any, data: dict[str, Any], code: int) -> None:
         m = self.manager
+        flash = m.flashes.get(_form(request, "flash"))
         body = self.env.get_template(self.template).render(
             page=self.template.removesuffix(".html"), pages=PAGES, node=m.config.node_name, host=m.host,
-            csrf=self.csrf.value, message=_form(request, "message"), now=time.time(), **data)
+            csrf=self.csrf.value, message=flash.text if flash else "", level=flash.level if flash else "",
+            now=time.time(), **data)
         request.setResponseCode(code)
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         request.setHeader(b"content-security-policy",
@@ -120,8 +129,11 @@ class Page(resource.Resource):
         request.setResponseCode(http.NOT_ALLOWED)
         return b"method not allowed\n"
 
-    def redirect(self, request: Any, path: str, message: str) -> Any:
-        request.redirect(f"{path}?{urllib.parse.urlencode({'message': message})}".encode())
+    def redirect(self, request: Any, path: str, message: str, level: str = "ok") -> Any:
+        """303 to ``path`` showing ``message`` once: the text stays here, the URL carries only its id (a link
+        elsewhere cannot make a page show words of its choosing)."""
+        flash = self.manager.flashes.add(message, level)
+        request.redirect(f"{path}?{urllib.parse.urlencode({'flash': flash})}".encode())
         request.setResponseCode(http.SEE_OTHER)
         request.finish()
         return server.NOT_DONE_YET
@@ -178,7 +190,7 @@ class SpidersPage(Page):
             args = parse_pairs(_form(request, "arguments"), "argument")
             settings = parse_pairs(_form(request, "settings"), "setting")
         except InvalidJob as exc:
-            return self.redirect(request, "/spiders", f"not started: {exc}")
+            return self.redirect(request, "/spiders", f"not started: {exc}", "error")
         request.args = {**{k.encode(): [v.encode()] for k, v in args.items()},  # reserved names come after
                         b"project": [self.manager.project.encode()], b"spider": [_form(request, "spider").encode()],
                         b"priority": [(_form(request, "priority") or "0").encode()],
@@ -191,7 +203,8 @@ class SpidersPage(Page):
             except (ApiError, InvalidJob) as exc:
                 d = defer.fail(exc)
         d.addCallbacks(lambda job: self.redirect(request, "/jobs", f"started {job} on {host}"),
-                       lambda f: self.redirect(request, "/spiders", f"not started on {host}: {f.getErrorMessage()}"))
+                       lambda f: self.redirect(request, "/spiders", f"not started on {host}: {f.getErrorMessage()}",
+                                               "error"))
         return server.NOT_DONE_YET
 
     def _forward(self, host: str, args: dict[bytes, list[bytes]]) -> str:
@@ -223,7 +236,9 @@ class JobsPage(Page):
         job = _form(request, "job")
         state = self.manager.cancel(job)
         text = {"pending": f"removed pending job {job}", "running": f"stopping {job} (SIGTERM)"}
-        return self.redirect(request, "/jobs", text.get(state or "", f"no pending or running job {job}"))
+        if state is None:
+            return self.redirect(request, "/jobs", f"no pending or running job {job}", "error")
+        return self.redirect(request, "/jobs", text[state])
 
 
 class CrawlsPage(Page):
@@ -250,8 +265,10 @@ class CrawlsPage(Page):
         message = {"action": "stop", "userid": "manager", "crawlid": crawlid}
         d = self.manager.in_thread(self.manager.gateway.ask, message, "stop")
         d.addCallback(lambda a: self.redirect(request, "/crawls", f"stop {crawlid}: {a.get('status')} "
-                                              f"{a.get('reason') or ''}".strip()))
-        d.addErrback(lambda f: self.redirect(request, "/crawls", f"stop {crawlid} failed: {f.getErrorMessage()}"))
+                                              f"{a.get('reason') or ''}".strip(),
+                                              "ok" if a.get("status") == "ok" else "error"))
+        d.addErrback(lambda f: self.redirect(request, "/crawls", f"stop {crawlid} failed: {f.getErrorMessage()}",
+                                             "error"))
         return server.NOT_DONE_YET
 
 
@@ -259,33 +276,24 @@ class StatsPage(Page):
     template = "stats.html"
 
 
-class Logs(resource.Resource):
-    """``/logs/<project>/<spider>/<job>.log`` as text; anything else (``..``, other files) is 404."""
+class NotFoundPage(Page):
+    """A proper 404 page (not Twisted's bare one), in the site's layout."""
 
-    isLeaf = True
+    template = "notfound.html"
 
-    def __init__(self, logs_dir: Path) -> None:
-        super().__init__()
-        self.logs_dir = logs_dir
+    def __init__(self, manager: Any, env: Environment, csrf: CsrfToken, what: str) -> None:
+        super().__init__(manager, env, csrf)
+        self.what = what
 
-    def render_GET(self, request: Any) -> bytes:
-        segments = [s.decode("utf-8", "replace") for s in request.postpath]
-        path = safe_log_file(self.logs_dir, segments)
-        if path is None:
-            request.setResponseCode(http.NOT_FOUND)
-            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-            return b"no such log\n"
-        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-        request.setHeader(b"x-content-type-options", b"nosniff")
-        request.setHeader(b"content-security-policy", b"default-src 'none'")
-        return path.read_bytes()
+    def render(self, request: Any) -> Any:
+        return self.show(request, {"what": self.what}, http.NOT_FOUND)
 
 
 class Root(resource.Resource):
     def __init__(self, manager: Any) -> None:
         super().__init__()
         env, csrf = environment(), CsrfToken()
-        self.csrf = csrf
+        self.manager, self.env, self.csrf = manager, env, csrf
         for name, cls in SCRAPYD_RESOURCES.items():
             self.putChild(name, cls(manager))
         self.putChild(b"api", api_root(manager))
@@ -295,6 +303,10 @@ class Root(resource.Resource):
                           (b"crawls", CrawlsPage), (b"stats", StatsPage)):
             self.putChild(name, cls(manager, env, csrf))
         self.putChild(b"", Redirect(b"/jobs"))
+
+    def getChild(self, path: bytes, request: Any) -> Any:
+        name = path.decode("utf-8", "replace")
+        return NotFoundPage(self.manager, self.env, self.csrf, f"There is no page /{name} on this manager.")
 
 
 class _Refused(resource.Resource):
