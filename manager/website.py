@@ -31,6 +31,7 @@ from manager import fleet
 from manager.api import api_root
 from manager.jobs import InvalidJob, iso
 from manager.logs import Logs
+from manager.metrics import MetricsResource
 from manager.registry import ManagerRegistry
 from manager.security import CsrfToken, cross_site_reason, host_allowed, with_basic_auth
 from manager.webservice import SCRAPYD_RESOURCES, ApiError, job_from_request
@@ -298,6 +299,7 @@ class Root(resource.Resource):
             self.putChild(name, cls(manager))
         self.putChild(b"api", api_root(manager))
         self.putChild(b"logs", Logs(manager.config.logs_dir))
+        self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
         for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
                           (b"crawls", CrawlsPage), (b"stats", StatsPage)):
