@@ -18,6 +18,7 @@ from typing import Any
 from twisted.web import http, resource, server
 
 from manager import fleet
+from manager.console import LogApi
 from manager.webservice import ApiError, JsonResource, write_json
 from messaging.redis_monitor.plugins import Context
 from messaging.redis_monitor.plugins.info import InfoPlugin
@@ -185,4 +186,5 @@ def api_root(manager: Any) -> resource.Resource:
     root.putChild(b"sites", Sites(manager))
     root.putChild(b"nodes", Nodes(manager))
     root.putChild(b"stats", Stats(manager))
+    root.putChild(b"logs", LogApi(manager))
     return root

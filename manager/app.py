@@ -57,6 +57,8 @@ class Manager:
         self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
         self.gateway = KafkaGateway(config.settings)
         self._redis: Any = None
+        self._zk: Any = None
+        self._mongo: Any = None
         self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
 
@@ -66,6 +68,18 @@ class Manager:
         if self._redis is None:
             self._redis = clients.redis_client(self.config.settings, socket_timeout=10)
         return self._redis
+
+    @property
+    def zk(self) -> Any:
+        """A ZooKeeper client (the console reads the election and edits site rates), opened on first use."""
+        if self._zk is None:
+            self._zk = clients.zk_client(self.config.settings)
+        return self._zk
+
+    def mongo_db(self) -> Any:
+        if self._mongo is None:
+            self._mongo = clients.mongo_client(self.config.settings, serverSelectionTimeoutMS=3000)
+        return self._mongo[self.config.settings.mongo_db]
 
     def in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:
         return threads.deferToThread(function, *args, **kwargs)
@@ -143,6 +157,11 @@ class Manager:
 
     def close(self) -> None:
         self.gateway.close()
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+        if self._mongo is not None:
+            self._mongo.close()
         self.queue.close()
         self.history.close()
 

@@ -27,7 +27,7 @@ from twisted.internet import defer
 from twisted.web import http, resource, server, static
 from twisted.web.util import Redirect
 
-from manager import fleet
+from manager import console, console_data, fleet
 from manager.api import api_root
 from manager.jobs import InvalidJob, iso
 from manager.logs import Logs
@@ -39,7 +39,7 @@ from messaging import clients
 
 logger = logging.getLogger(__name__)
 HERE = Path(__file__).parent
-PAGES = ("submit", "spiders", "jobs", "crawls", "stats")
+PAGES = ("submit", "spiders", "jobs", "fleet", "crawls", "stats")
 SPIDER_TYPES = ("list", "universal")
 
 
@@ -243,7 +243,35 @@ class JobsPage(Page):
 
 
 class CrawlsPage(Page):
+    """``/crawls`` (every crawl, live) and ``/crawls/<crawlid>`` (one crawl; 404 for an unknown id)."""
+
     template = "crawls.html"
+
+    def render_GET(self, request: Any) -> Any:
+        crawlid = request.postpath[0].decode("utf-8", "replace") if request.postpath and request.postpath[0] else ""
+        if not crawlid:
+            return self.show(request, self.context(request))
+        try:
+            page = int(_form(request, "page", "1") or 1)
+            item = int(_form(request, "item")) if _form(request, "item") else None
+        except ValueError:
+            page, item = 1, None
+        d = console.crawl_context(self.manager, crawlid, page, item)
+        d.addCallback(lambda data: self._write_with(request, "crawl.html", data, http.OK))
+        d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write_with(
+            request, "notfound.html", {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND))
+        d.addErrback(lambda f: self._write_with(request, "notfound.html", {"what": f.getErrorMessage(),
+                                                                            "title": "Error"},
+                                                http.INTERNAL_SERVER_ERROR))
+        d.addErrback(lambda _: None)
+        return server.NOT_DONE_YET
+
+    def _write_with(self, request: Any, template: str, data: dict[str, Any], code: int) -> None:
+        previous, self.template = self.template, template
+        try:
+            self._write(request, {**data, "page_name": "crawls"}, code)
+        finally:
+            self.template = previous
 
     def context(self, request: Any) -> Any:
         crawlid = _form(request, "crawl")
@@ -263,18 +291,37 @@ class CrawlsPage(Page):
 
     def post(self, request: Any) -> Any:
         crawlid = _form(request, "crawlid")
+        back = f"/crawls/{urllib.parse.quote(crawlid, safe='')}" if _form(request, "back") == "crawl" else "/crawls"
         message = {"action": "stop", "userid": "manager", "crawlid": crawlid}
         d = self.manager.in_thread(self.manager.gateway.ask, message, "stop")
-        d.addCallback(lambda a: self.redirect(request, "/crawls", f"stop {crawlid}: {a.get('status')} "
+        d.addCallback(lambda a: self.redirect(request, back, f"stop {crawlid}: {a.get('status')} "
                                               f"{a.get('reason') or ''}".strip(),
                                               "ok" if a.get("status") == "ok" else "error"))
-        d.addErrback(lambda f: self.redirect(request, "/crawls", f"stop {crawlid} failed: {f.getErrorMessage()}",
+        d.addErrback(lambda f: self.redirect(request, back, f"stop {crawlid} failed: {f.getErrorMessage()}",
                                              "error"))
         return server.NOT_DONE_YET
 
 
 class StatsPage(Page):
     template = "stats.html"
+
+
+class FleetPage(Page):
+    template = "fleet.html"
+
+    def context(self, request: Any) -> Any:
+        return console.fleet_context(self.manager)
+
+
+class LogViewPage(Page):
+    """``/logview/job/<job>``: the job's log, tailed and followed in the browser (``logview.js``)."""
+
+    template = "logview.html"
+
+    def context(self, request: Any) -> Any:
+        parts = [p.decode("utf-8", "replace") for p in request.postpath]
+        job = parts[1] if len(parts) == 2 and parts[0] == "job" else ""
+        return {"job": job, "page_name": "jobs"}
 
 
 class NotFoundPage(Page):
@@ -302,7 +349,8 @@ class Root(resource.Resource):
         self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
         for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
-                          (b"crawls", CrawlsPage), (b"stats", StatsPage)):
+                          (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage),
+                          (b"logview", LogViewPage)):
             self.putChild(name, cls(manager, env, csrf))
         self.putChild(b"", Redirect(b"/jobs"))
 

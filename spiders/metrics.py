@@ -6,12 +6,16 @@ ephemeral port, so that many workers on one host never collide), logged and regi
 responses by spider type and HTTP status (``error``: none came), hits per site (at most :data:`SITES_TRACKED` sites
 by name, later ones under ``other``), items stored; gauges: tasks ready (leased, waiting for the downloader) and
 tasks held (every lease of this job), tasks completed, and ``crawlfleet_worker_info`` (job, spider type, host).
-The process collector adds CPU and memory.
+The process collector adds CPU and memory. With each registration the worker also writes its CPU (percent),
+resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import resource
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from scrapy import signals
 from twisted.internet import task, threads
 
+from messaging import keys
 from messaging.clients import redis_client
 from messaging.domains import domain_of
 from messaging.metrics import MetricsEndpoint, serve_metrics
@@ -64,6 +69,34 @@ FEED = _FeedCollector()
 REGISTRY.register(FEED)
 
 
+class ProcessUsage:
+    """CPU (percent of one core since the last sample) and resident memory of this process, from the kernel."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
+        self._last = (clock(), _cpu_seconds())
+
+    def sample(self) -> dict[str, str]:
+        now, cpu = self.clock(), _cpu_seconds()
+        elapsed = now - self._last[0]
+        percent = 100.0 * (cpu - self._last[1]) / elapsed if elapsed > 0 else 0.0
+        self._last = (now, cpu)
+        return {"cpu_percent": f"{percent:.1f}", "rss_bytes": str(_rss_bytes())}
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: the peak instead (kilobytes on Linux, bytes on macOS)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class WorkerMetrics:
     def __init__(self, crawler: Any) -> None:
         self.crawler = crawler
@@ -71,6 +104,9 @@ class WorkerMetrics:
         self.endpoint: MetricsEndpoint | None = None
         self.redis: Any = None
         self.sites: set[str] = set()
+        self.pages = 0
+        self.items = 0
+        self.usage = ProcessUsage()
         self._loop: Any = None
 
     @classmethod
@@ -107,10 +143,16 @@ class WorkerMetrics:
         if endpoint is None:
             return None
 
+        feed = self._feed()
+        usage = self.usage.sample()
+
         def register() -> None:  # a thread: the reactor never waits for Redis
             if self.redis is None:
                 self.redis = redis_client(self.settings, socket_timeout=10)
             endpoint.register(self.redis, ttl=int(REGISTER_EVERY * 3))
+            if feed is not None:  # the fleet view's CPU, memory, pages and items, beside the worker's description
+                self.redis.hset(keys.worker(feed.info.job), mapping={
+                    **usage, "pages": int(self.pages), "items": int(self.items), "metrics": endpoint.url})
 
         d = threads.deferToThread(register)
         d.addErrback(lambda f: logger.warning("could not register the metrics endpoint: %s", f.getErrorMessage()))
@@ -120,10 +162,12 @@ class WorkerMetrics:
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         spider_type = str(request.meta.get("spider_type") or getattr(spider, "spider_type", spider.name))
         RESPONSES.labels(spider_type, str(response.status)).inc()
+        self.pages += 1
         SITE_HITS.labels(self._site(response.url)).inc()
 
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
         ITEMS.inc()
+        self.items += 1
 
     def _site(self, url: str) -> str:
         try:
