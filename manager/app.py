@@ -23,6 +23,7 @@ from twisted.application.service import MultiService
 from twisted.internet import defer, threads
 from twisted.web import server
 
+from manager import charts
 from manager.catalog import SpiderCatalog
 from manager.config import PROJECT, ManagerConfig
 from manager.flash import Flashes
@@ -36,6 +37,7 @@ from manager.registry import ManagerRegistry
 from messaging import clients
 
 logger = logging.getLogger(__name__)
+HISTORY_SAMPLE_SECONDS = 15.0  # every manager tries this often; one sample per minute is written
 T = TypeVar("T")
 
 
@@ -149,6 +151,13 @@ class Manager:
         d.addErrback(lambda f: logger.warning("manager registry heartbeat failed: %s", f.getErrorMessage()))
         return d
 
+    def sample_history(self) -> defer.Deferred[Any]:
+        """This minute's sample of the Stats charts (:mod:`manager.charts`), unless another manager took it."""
+        s = self.config.settings
+        d = self.in_thread(charts.sample, self.redis, s.weight_window_minutes, s.heartbeat_ttl)
+        d.addErrback(lambda f: logger.warning("chart history sample failed: %s", f.getErrorMessage()))
+        return d
+
     def leave(self) -> None:
         try:
             ManagerRegistry(self.redis, self.config.registry_ttl).leave(self.host)
@@ -188,6 +197,7 @@ def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiServic
     manager.launcher.setServiceParent(services)
     TimerService(config.poll_interval, manager.poller.poll).setServiceParent(services)
     TimerService(config.heartbeat_interval, manager.heartbeat).setServiceParent(services)
+    TimerService(HISTORY_SAMPLE_SECONDS, manager.sample_history).setServiceParent(services)
     TCPServer(config.port, site, interface=config.bind).setServiceParent(services)
     return services, manager, site
 

@@ -193,6 +193,18 @@ def manager(host: str) -> str:
     return f"manager:{host}"
 
 
+# --- the managers' chart history ---------------------------------------------------------------------------------
+STATS_HISTORY = "history:stats"
+"""zset: one JSON sample per minute (score: the minute's start, Redis time) of the fleet's pages per minute by
+spider type and HTTP status, queue depths and workers: the Stats page's charts over the last day, whichever manager
+wrote it."""
+
+
+def stats_history_claim(minute: int) -> str:
+    """string with TTL: the manager that samples this minute (one sample per minute however many managers run)."""
+    return f"history:stats:claim:{minute}"
+
+
 # --- master ------------------------------------------------------------------------------------------------------
 MASTER_EPOCH = "master:{seeds}:epoch"
 """string: the epoch of the dispatcher leader allowed to write (fencing); same slot as ``seeds``."""

@@ -78,3 +78,16 @@ def test_a_jobs_log_is_tailed_then_followed(cf: Isolated, procs: Processes, tmp_
     assert requests.get(f"{manager.url}/api/logs/nobody", timeout=10).status_code == 404
     manager.post("cancel.json", {"project": "crawlfleet", "job": "followed"})
     manager.wait_state("followed", "finished")
+
+
+def test_the_stats_history_is_one_sample_a_minute_in_redis(cf: Isolated) -> None:
+    from manager import charts
+    from messaging.clock import RedisClock
+
+    redis = cf.redis()
+    assert charts.sample(redis, 10, 15) is True
+    assert charts.sample(redis, 10, 15) is False  # another manager (or call) in the same minute: one sample
+    (point,) = charts.history(redis, RedisClock(redis).now())
+    assert point["time"] % 60 == 0 and {"seeds", "queued", "leased", "workers", "pages_per_minute"} <= set(point)
+    redis.zadd(keys.STATS_HISTORY, {'{"time": 0}': 0})
+    assert len(charts.history(redis, RedisClock(redis).now())) == 1  # older than two hours: not shown
