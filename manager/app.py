@@ -61,6 +61,7 @@ class Manager:
         self._redis: Any = None
         self._zk: Any = None
         self._mongo: Any = None
+        self._site_watch: Any = None
         self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
 
@@ -77,6 +78,16 @@ class Manager:
         if self._zk is None:
             self._zk = clients.zk_client(self.config.settings)
         return self._zk
+
+    @property
+    def site_watch(self) -> Any:
+        """The sites' rates and blacklist as the workers see them (ZooKeeper watches), started on first use."""
+        if self._site_watch is None:
+            from frontier.config_watch import SiteConfigWatch
+            from messaging.siteconfig import SitePaths
+
+            self._site_watch = SiteConfigWatch(self.zk, SitePaths(self.config.settings.zk_root)).start()
+        return self._site_watch
 
     def mongo_db(self) -> Any:
         if self._mongo is None:

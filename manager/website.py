@@ -27,7 +27,7 @@ from twisted.internet import defer
 from twisted.web import http, resource, server, static
 from twisted.web.util import Redirect
 
-from manager import console, console_data, fleet
+from manager import console, console_data, fleet, sites
 from manager.api import api_root
 from manager.jobs import InvalidJob, iso
 from manager.logs import Logs
@@ -39,7 +39,7 @@ from messaging import clients
 
 logger = logging.getLogger(__name__)
 HERE = Path(__file__).parent
-PAGES = ("submit", "spiders", "jobs", "fleet", "crawls", "stats")
+PAGES = ("submit", "spiders", "jobs", "fleet", "crawls", "sites", "stats")
 SPIDER_TYPES = ("list", "universal")
 
 
@@ -134,7 +134,8 @@ class Page(resource.Resource):
         """303 to ``path`` showing ``message`` once: the text stays here, the URL carries only its id (a link
         elsewhere cannot make a page show words of its choosing)."""
         flash = self.manager.flashes.add(message, level)
-        request.redirect(f"{path}?{urllib.parse.urlencode({'flash': flash})}".encode())
+        joiner = "&" if "?" in path else "?"
+        request.redirect(f"{path}{joiner}{urllib.parse.urlencode({'flash': flash})}".encode())
         request.setResponseCode(http.SEE_OTHER)
         request.finish()
         return server.NOT_DONE_YET
@@ -306,6 +307,44 @@ class StatsPage(Page):
     template = "stats.html"
 
 
+class SitesPage(Page):
+    """``/sites``: every site's queues, rate, spacing, next hit, block, robots.txt, statuses; edit rate and blacklist
+    (sent as the CLI sends them: a site request through Kafka, applied to ZooKeeper by the Redis monitor)."""
+
+    template = "sites.html"
+    ACTIONS = ("rate", "rate-remove", "blacklist", "blacklist-remove")
+
+    def context(self, request: Any) -> Any:
+        try:
+            page = int(_form(request, "page", "1") or 1)
+        except ValueError:
+            page = 1
+        query = sites.SiteQuery(_form(request, "q").lower(), page)
+        m = self.manager
+        return m.in_thread(lambda: sites.sites_view(m.redis, m.site_watch, query))
+
+    def post(self, request: Any) -> Any:
+        domain, action = _form(request, "domain"), _form(request, "action")
+        back = "/sites?" + urllib.parse.urlencode({"q": _form(request, "q") or domain})
+        if action not in self.ACTIONS:
+            return self.redirect(request, back, f"unknown action {action!r}", "error")
+        message: dict[str, Any] = {"action": action, "userid": "manager", "domain": domain}
+        try:
+            if action == "rate":
+                message["rate"] = int(_form(request, "hits"))
+                if _form(request, "window"):
+                    message["window"] = float(_form(request, "window"))
+        except ValueError:
+            return self.redirect(request, back, f"{domain}: hits and window must be numbers", "error")
+        d = self.manager.in_thread(self.manager.gateway.ask, message, "site")
+        d.addCallback(lambda a: self.redirect(
+            request, back, f"{domain}: {action} {a.get('status')} {a.get('reason') or ''}".strip(),
+            "ok" if a.get("status") == "ok" else "error"))
+        d.addErrback(lambda f: self.redirect(request, back, f"{domain}: {action} failed: {f.getErrorMessage()}",
+                                             "error"))
+        return server.NOT_DONE_YET
+
+
 class FleetPage(Page):
     template = "fleet.html"
 
@@ -349,7 +388,7 @@ class Root(resource.Resource):
         self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
         for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
-                          (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage),
+                          (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage), (b"sites", SitesPage),
                           (b"logview", LogViewPage)):
             self.putChild(name, cls(manager, env, csrf))
         self.putChild(b"", Redirect(b"/jobs"))

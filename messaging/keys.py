@@ -193,6 +193,12 @@ def manager(host: str) -> str:
     return f"manager:{host}"
 
 
+# --- per-site counts of the workers (the Sites page) -------------------------------------------------------------
+def site_statuses(domain: str) -> str:
+    """hash: HTTP status (or ``error``) -> responses the workers received from the domain (hash tag: the domain)."""
+    return f"site:{{{_tag(domain)}}}:statuses"
+
+
 # --- the managers' chart history ---------------------------------------------------------------------------------
 STATS_HISTORY = "history:stats"
 """zset: one JSON sample per minute (score: the minute's start, Redis time) of the fleet's pages per minute by

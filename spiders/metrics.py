@@ -7,7 +7,8 @@ responses by spider type and HTTP status (``error``: none came), hits per site (
 by name, later ones under ``other``), items stored; gauges: tasks ready (leased, waiting for the downloader) and
 tasks held (every lease of this job), tasks completed, and ``crawlfleet_worker_info`` (job, spider type, host).
 The process collector adds CPU and memory. With each registration the worker also writes its CPU (percent),
-resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view.
+resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view,
+and adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 import resource
 import time
+from collections import Counter as Tally
 from collections.abc import Iterator
 from typing import Any
 
@@ -105,6 +107,7 @@ class WorkerMetrics:
         self.redis: Any = None
         self.sites: set[str] = set()
         self.pages = 0
+        self.site_statuses: Tally[tuple[str, str]] = Tally()  # counted on the reactor, written with each registration
         self.items = 0
         self.usage = ProcessUsage()
         self._loop: Any = None
@@ -145,14 +148,19 @@ class WorkerMetrics:
 
         feed = self._feed()
         usage = self.usage.sample()
+        statuses, self.site_statuses = self.site_statuses, Tally()
 
         def register() -> None:  # a thread: the reactor never waits for Redis
             if self.redis is None:
                 self.redis = redis_client(self.settings, socket_timeout=10)
             endpoint.register(self.redis, ttl=int(REGISTER_EVERY * 3))
+            pipe = self.redis.pipeline(transaction=False)
             if feed is not None:  # the fleet view's CPU, memory, pages and items, beside the worker's description
-                self.redis.hset(keys.worker(feed.info.job), mapping={
+                pipe.hset(keys.worker(feed.info.job), mapping={
                     **usage, "pages": int(self.pages), "items": int(self.items), "metrics": endpoint.url})
+            for (site, status), count in statuses.items():  # the Sites page's status breakdown per site
+                pipe.hincrby(keys.site_statuses(site), status, count)
+            pipe.execute()
 
         d = threads.deferToThread(register)
         d.addErrback(lambda f: logger.warning("could not register the metrics endpoint: %s", f.getErrorMessage()))
@@ -164,6 +172,10 @@ class WorkerMetrics:
         RESPONSES.labels(spider_type, str(response.status)).inc()
         self.pages += 1
         SITE_HITS.labels(self._site(response.url)).inc()
+        try:
+            self.site_statuses[(domain_of(response.url), str(response.status))] += 1
+        except ValueError:
+            pass
 
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
         ITEMS.inc()

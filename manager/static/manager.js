@@ -26,6 +26,7 @@ document.addEventListener("submit", (event) => {
       const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
       for (const part of document.querySelectorAll("[data-live][id]")) {
         const next = fresh.getElementById(part.id);
+        if (part.contains(document.activeElement) && document.activeElement !== document.body) continue;  // typing
         if (next && next.innerHTML !== part.innerHTML) part.replaceWith(document.importNode(next, true));
       }
       const stamp = document.getElementById("live-updated");
