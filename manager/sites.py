@@ -61,6 +61,7 @@ def site_rows(redis: Any, watch: Any, domains: list[str]) -> list[dict[str, Any]
             pipe.zcard(keys.queue(job, domain))
             pipe.zcard(keys.inflight(job, domain))
             pipe.zrange(keys.queue(job, domain), 0, 0)
+            pipe.zrange(keys.inflight(job, domain), 0, 0)
         pipe.get(keys.block(domain))
         pipe.hgetall(keys.site_statuses(domain))
         for spider_type in SPIDER_TYPES:
@@ -73,7 +74,8 @@ def site_rows(redis: Any, watch: Any, domains: list[str]) -> list[dict[str, Any]
         for _job in jobs:
             queued += int(next(replies))
             leased += int(next(replies))
-            hosts |= {_authority(member) for member in next(replies)}
+            hosts |= {_authority(member) for member in next(replies)}  # the next queued task's host
+            hosts |= {_authority(member) for member in next(replies)}  # and a leased one's
         blocked = next(replies)
         statuses = {as_text(k): int(v) for k, v in next(replies).items()}
         windows = [next(replies) for _ in SPIDER_TYPES]

@@ -34,7 +34,7 @@ from spiders.dupefilter import crawlfleet_settings
 
 logger = logging.getLogger(__name__)
 MODULE = "crawler"
-REGISTER_EVERY = 10.0
+REGISTER_EVERY = 5.0
 SITES_TRACKED = 1000
 OTHER = "other"
 

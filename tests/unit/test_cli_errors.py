@@ -69,3 +69,10 @@ def test_a_library_connection_error_becomes_one_line():
 def test_unreachable_names_service_address_and_setting():
     message = Unreachable("Kafka", "h:1", "CRAWLFLEET_KAFKA_BOOTSTRAP", "refused").format_message()
     assert message.startswith("cannot reach Kafka at h:1 (refused): check CRAWLFLEET_KAFKA_BOOTSTRAP")
+
+
+def test_demoweb_requests_without_a_demo_web_says_to_start_it(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "CRAWLFLEET_RUN_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "deploy.cli", "demoweb", "requests"], env=env, cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "crawlfleet up" in result.stderr and result.stdout == ""
