@@ -115,9 +115,10 @@ def crawl_view(manager: Any, crawlid: str, page: int, field: str | None = None) 
         .limit(ITEMS_PER_PAGE)
     items = [dict(doc) for doc in cursor]
     dead = int(redis.hget(keys.DEAD_LETTER_COUNTS, crawlid) or 0)
+    counted = {as_text(k): int(v) for k, v in redis.hgetall(keys.crawl_reasons(crawlid)).items()}
     return {
         "crawlid": crawlid, "record": raw, "row": row, "stored": stored, "statuses": statuses,
-        "reasons": {"dead letters (not placed)": dead,
+        "reasons": {**dict(sorted(counted.items())), "dead letters (not placed)": dead,
                     "stopped": 1 if raw.get(CrawlFields.STATE) == "stopped" else 0},
         "progress": _cumulative(progress), "items": items, "item_page": page,
         "item_pages": max(1, -(-stored // ITEMS_PER_PAGE)), "columns": _columns(items),

@@ -199,6 +199,12 @@ def site_statuses(domain: str) -> str:
     return f"site:{{{_tag(domain)}}}:statuses"
 
 
+def crawl_reasons(crawlid: str) -> str:
+    """hash: why pages of the crawl gave no item (HTTP errors, items dropped by a pipeline, spider errors) -> count,
+    counted by the workers' metrics extension for the crawl's page."""
+    return f"crawl:{crawlid}:reasons"
+
+
 # --- the managers' chart history ---------------------------------------------------------------------------------
 STATS_HISTORY = "history:stats"
 """zset: one JSON sample per minute (score: the minute's start, Redis time) of the fleet's pages per minute by

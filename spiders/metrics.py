@@ -8,7 +8,8 @@ by name, later ones under ``other``), items stored; gauges: tasks ready (leased,
 tasks held (every lease of this job), tasks completed, and ``crawlfleet_worker_info`` (job, spider type, host).
 The process collector adds CPU and memory. With each registration the worker also writes its CPU (percent),
 resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view,
-and adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page.
+adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page, and each
+crawl's reasons for pages without items (HTTP errors, dropped items, spider errors) to ``crawl:<id>:reasons``.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ class WorkerMetrics:
         self.sites: set[str] = set()
         self.pages = 0
         self.site_statuses: Tally[tuple[str, str]] = Tally()  # counted on the reactor, written with each registration
+        self.crawl_reasons: Tally[tuple[str, str]] = Tally()  # (crawlid, reason), likewise
         self.items = 0
         self.usage = ProcessUsage()
         self._loop: Any = None
@@ -119,6 +121,8 @@ class WorkerMetrics:
         crawler.signals.connect(extension.engine_stopped, signal=signals.engine_stopped)
         crawler.signals.connect(extension.response_received, signal=signals.response_received)
         crawler.signals.connect(extension.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(extension.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(extension.spider_error, signal=signals.spider_error)
         return extension
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
@@ -149,6 +153,7 @@ class WorkerMetrics:
         feed = self._feed()
         usage = self.usage.sample()
         statuses, self.site_statuses = self.site_statuses, Tally()
+        reasons, self.crawl_reasons = self.crawl_reasons, Tally()
 
         def register() -> None:  # a thread: the reactor never waits for Redis
             if self.redis is None:
@@ -160,6 +165,9 @@ class WorkerMetrics:
                     **usage, "pages": int(self.pages), "items": int(self.items), "metrics": endpoint.url})
             for (site, status), count in statuses.items():  # the Sites page's status breakdown per site
                 pipe.hincrby(keys.site_statuses(site), status, count)
+            for (crawlid, reason), count in reasons.items():  # the crawl page's reasons
+                pipe.hincrby(keys.crawl_reasons(crawlid), reason, count)
+                pipe.expire(keys.crawl_reasons(crawlid), self.settings.crawl_ttl)
             pipe.execute()
 
         d = threads.deferToThread(register)
@@ -176,6 +184,20 @@ class WorkerMetrics:
             self.site_statuses[(domain_of(response.url), str(response.status))] += 1
         except ValueError:
             pass
+        if response.status >= 400:
+            self._reason(request, f"HTTP {response.status}")
+
+    def item_dropped(self, item: Any, response: Any, exception: BaseException, spider: Any) -> None:
+        self._reason(getattr(response, "request", None), f"dropped: {type(exception).__name__}")
+
+    def spider_error(self, failure: Any, response: Any, spider: Any) -> None:
+        self._reason(getattr(response, "request", None), f"spider error: {failure.type.__name__}")
+
+    def _reason(self, request: Any, reason: str) -> None:
+        task = request.meta.get("task") if request is not None else None
+        crawlid = getattr(task, "crawlid", None)
+        if crawlid:
+            self.crawl_reasons[(crawlid, reason)] += 1
 
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
         ITEMS.inc()
