@@ -3,10 +3,12 @@
 *Submit* (a crawl request: URL, rule, depth, priority, spider type, cookie; the rule is checked by
 ``/api/crawl?check=1`` before it is sent), *Spiders* (start a spider on any manager of the cluster: the host list
 comes from the manager registry and a start on another host is forwarded to its ``schedule.json``), *Jobs*
-(pending / running / finished, runtime, log link, Stop), *Crawls* (each crawl's progress, one crawl's latest items,
-Stop) and *Stats* (live charts from ``/api/stats``, drawn with the vendored uPlot). Every page POST carries the form
-token (:class:`manager.security.CsrfToken`); :class:`ManagerSite` refuses cross-site and rebinding requests before any
-resource sees them. Logs are served as ``text/plain`` with ``nosniff`` (a crawled ``<script>`` stays text).
+(scrapyd's table: pending / running / finished, runtime, log link, Stop), *Crawls* (each crawl's progress; one
+crawl's own page, see :mod:`manager.console`) and *Stats* (charts from ``/api/history`` then ``/api/stats``, drawn
+with the vendored uPlot); *Fleet*, *Sites* and the log view live in :mod:`manager.console_pages`. Every page POST
+carries the form token (:class:`manager.security.CsrfToken`); :class:`ManagerSite` refuses cross-site and rebinding
+requests before any resource sees them. Logs are served as ``text/plain`` with ``nosniff`` (a crawled ``<script>``
+stays text).
 """
 
 from __future__ import annotations
@@ -14,133 +16,28 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import time
 import urllib.parse
 import urllib.request
 import uuid
-from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from twisted.internet import defer
 from twisted.web import http, resource, server, static
 from twisted.web.util import Redirect
 
-from manager import console, console_data, fleet, sites
+from manager import console, console_data, fleet
 from manager.api import api_root
-from manager.jobs import InvalidJob, iso
+from manager.console_pages import FleetPage, LogViewPage, NotFoundPage, SitesPage
+from manager.jobs import InvalidJob
 from manager.logs import Logs
 from manager.metrics import MetricsResource
+from manager.pages import HERE, SPIDER_TYPES, Page, _form, environment, parse_pairs
 from manager.registry import ManagerRegistry
 from manager.security import CsrfToken, cross_site_reason, host_allowed, with_basic_auth
 from manager.webservice import SCRAPYD_RESOURCES, ApiError, job_from_request
 from messaging import clients
 
 logger = logging.getLogger(__name__)
-HERE = Path(__file__).parent
-PAGES = ("submit", "spiders", "jobs", "fleet", "crawls", "sites", "stats")
-SPIDER_TYPES = ("list", "universal")
-
-
-def duration(seconds: float | None) -> str:
-    """scrapyd's runtime format, ``str(timedelta)`` without microseconds: ``0:01:05``, ``1 day, 2:00:00``."""
-    if seconds is None:
-        return ""
-    return str(timedelta(seconds=int(seconds)))
-
-
-def local_time(seconds: float | None) -> str:
-    """scrapyd's time format on its pages, ``str(datetime)`` without microseconds, local time."""
-    return str(datetime.fromtimestamp(int(seconds))) if seconds else ""
-
-
-def environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
-    env.filters["iso"] = iso
-    env.filters["duration"] = duration
-    env.filters["local"] = local_time
-    return env
-
-
-def _form(request: Any, name: str, default: str = "") -> str:
-    values = request.args.get(name.encode())
-    return values[0].decode("utf-8", "replace").strip() if values else default
-
-
-def parse_pairs(text: str, what: str) -> dict[str, str]:
-    """``name=value`` lines (the *Spiders* form's arguments and settings)."""
-    pairs = {}
-    for line in text.splitlines():
-        if line.strip():
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise InvalidJob(f"{what} {line.strip()!r}: expected name=value")
-            pairs[name.strip()] = value.strip()
-    return pairs
-
-
-class Page(resource.Resource):
-    """A page: ``context`` (a dict or a Deferred of one) rendered with the page's template; POSTs need the token."""
-
-    isLeaf = True
-    template = ""
-
-    def __init__(self, manager: Any, env: Environment, csrf: CsrfToken) -> None:
-        super().__init__()
-        self.manager, self.env, self.csrf = manager, env, csrf
-
-    def context(self, request: Any) -> Any:
-        return {}
-
-    def render_GET(self, request: Any) -> Any:
-        return self.show(request, self.context(request))
-
-    def show(self, request: Any, context: Any, code: int = http.OK) -> Any:
-        d = defer.maybeDeferred(lambda: context)
-        d.addCallback(lambda data: self._write(request, data, code))
-        d.addErrback(lambda f: self._write(request, {"error": f.getErrorMessage()}, http.INTERNAL_SERVER_ERROR))
-        d.addErrback(lambda _: None)
-        return server.NOT_DONE_YET
-
-    def _write(self, request: Any, data: dict[str, Any], code: int) -> None:
-        m = self.manager
-        flash = m.flashes.get(_form(request, "flash"))
-        body = self.env.get_template(self.template).render(
-            page=self.template.removesuffix(".html"), pages=PAGES, node=m.config.node_name, host=m.host,
-            csrf=self.csrf.value, message=flash.text if flash else "", level=flash.level if flash else "",
-            now=time.time(), **data)
-        request.setResponseCode(code)
-        request.setHeader(b"content-type", b"text/html; charset=utf-8")
-        request.setHeader(b"content-security-policy",
-                          b"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
-                          b"frame-ancestors 'none'; form-action 'self'")
-        request.setHeader(b"x-frame-options", b"DENY")
-        request.setHeader(b"x-content-type-options", b"nosniff")
-        request.write(body.encode("utf-8"))
-        request.finish()
-
-    def render_POST(self, request: Any) -> Any:
-        if not self.csrf.valid(_form(request, "csrf_token") or None):
-            request.setResponseCode(http.FORBIDDEN)
-            return b"forbidden: the form token is missing or stale (reload the page)\n"
-        return self.post(request)
-
-    def post(self, request: Any) -> Any:
-        request.setResponseCode(http.NOT_ALLOWED)
-        return b"method not allowed\n"
-
-    def redirect(self, request: Any, path: str, message: str, level: str = "ok") -> Any:
-        """303 to ``path`` showing ``message`` once: the text stays here, the URL carries only its id (a link
-        elsewhere cannot make a page show words of its choosing)."""
-        flash = self.manager.flashes.add(message, level)
-        joiner = "&" if "?" in path else "?"
-        request.redirect(f"{path}{joiner}{urllib.parse.urlencode({'flash': flash})}".encode())
-        request.setResponseCode(http.SEE_OTHER)
-        request.finish()
-        return server.NOT_DONE_YET
-
-
 class SubmitPage(Page):
     template = "submit.html"
 
@@ -305,75 +202,6 @@ class CrawlsPage(Page):
 
 class StatsPage(Page):
     template = "stats.html"
-
-
-class SitesPage(Page):
-    """``/sites``: every site's queues, rate, spacing, next hit, block, robots.txt, statuses; edit rate and blacklist
-    (sent as the CLI sends them: a site request through Kafka, applied to ZooKeeper by the Redis monitor)."""
-
-    template = "sites.html"
-    ACTIONS = ("rate", "rate-remove", "blacklist", "blacklist-remove")
-
-    def context(self, request: Any) -> Any:
-        try:
-            page = int(_form(request, "page", "1") or 1)
-        except ValueError:
-            page = 1
-        query = sites.SiteQuery(_form(request, "q").lower(), page)
-        m = self.manager
-        return m.in_thread(lambda: sites.sites_view(m.redis, m.site_watch, query))
-
-    def post(self, request: Any) -> Any:
-        domain, action = _form(request, "domain"), _form(request, "action")
-        back = "/sites?" + urllib.parse.urlencode({"q": _form(request, "q") or domain})
-        if action not in self.ACTIONS:
-            return self.redirect(request, back, f"unknown action {action!r}", "error")
-        message: dict[str, Any] = {"action": action, "userid": "manager", "domain": domain}
-        try:
-            if action == "rate":
-                message["rate"] = int(_form(request, "hits"))
-                if _form(request, "window"):
-                    message["window"] = float(_form(request, "window"))
-        except ValueError:
-            return self.redirect(request, back, f"{domain}: hits and window must be numbers", "error")
-        d = self.manager.in_thread(self.manager.gateway.ask, message, "site")
-        d.addCallback(lambda a: self.redirect(
-            request, back, f"{domain}: {action} {a.get('status')} {a.get('reason') or ''}".strip(),
-            "ok" if a.get("status") == "ok" else "error"))
-        d.addErrback(lambda f: self.redirect(request, back, f"{domain}: {action} failed: {f.getErrorMessage()}",
-                                             "error"))
-        return server.NOT_DONE_YET
-
-
-class FleetPage(Page):
-    template = "fleet.html"
-
-    def context(self, request: Any) -> Any:
-        return console.fleet_context(self.manager)
-
-
-class LogViewPage(Page):
-    """``/logview/job/<job>``: the job's log, tailed and followed in the browser (``logview.js``)."""
-
-    template = "logview.html"
-
-    def context(self, request: Any) -> Any:
-        parts = [p.decode("utf-8", "replace") for p in request.postpath]
-        job = parts[1] if len(parts) == 2 and parts[0] == "job" else ""
-        return {"job": job, "page_name": "jobs"}
-
-
-class NotFoundPage(Page):
-    """A proper 404 page (not Twisted's bare one), in the site's layout."""
-
-    template = "notfound.html"
-
-    def __init__(self, manager: Any, env: Environment, csrf: CsrfToken, what: str) -> None:
-        super().__init__(manager, env, csrf)
-        self.what = what
-
-    def render(self, request: Any) -> Any:
-        return self.show(request, {"what": self.what}, http.NOT_FOUND)
 
 
 class Root(resource.Resource):
