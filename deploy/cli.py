@@ -11,6 +11,7 @@ import click
 from deploy import cli_fleet
 from deploy.cli_demo import demo
 from deploy.cli_demoweb import demoweb
+from deploy.cli_errors import FriendlyGroup
 from deploy.cli_manager import manager
 from deploy.cli_master import master
 from deploy.cli_messaging import COMMANDS as MESSAGING_COMMANDS
@@ -20,7 +21,7 @@ from deploy.cli_site import site
 from deploy.cli_worker import worker
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="crawlfleet")
 def main() -> None:
     """crawlfleet: a distributed web crawler built on Scrapy."""

@@ -63,6 +63,23 @@ def demoweb_status_command(as_json: bool) -> None:
     sys.exit(0 if status["running"] else 1)
 
 
+@demoweb.command("requests")
+def demoweb_requests() -> None:
+    """Print the demo's two crawl requests for the running demo web, as JSON lines (the news site with the list rule,
+    the China site with the universal rule): `crawlfleet demoweb requests | crawlfleet submit -`."""
+    import time
+
+    from deploy.cli_demo import crawl_requests
+
+    try:
+        requests = crawl_requests(str(_run_dir()), time.strftime("%H%M%S"))
+    except (DemoWebError, KeyError) as exc:
+        raise click.ClickException(f"the demo web is not running ({exc}): start it with `crawlfleet up`") from None
+    for request in requests:
+        request.pop("uuid", None)  # submit adds its own
+        click.echo(json.dumps(request, ensure_ascii=False))
+
+
 def _print_status(status: dict[str, Any]) -> None:
     if not status["running"]:
         console.print("the demo web is not running" + (" (its process is gone)" if "pid" in status else ""))

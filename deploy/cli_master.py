@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from messaging.service import run_service, setup_logging
@@ -19,4 +21,16 @@ def master(identifier: str | None) -> None:
     settings = load()
     setup_logging(settings.log_level)
     service = MasterService(settings, identifier)
+    _register_metrics(service, settings)
     run_service(service, settings, STATS_MODULE, lambda url: f"master {service.identifier}: running (metrics {url})")
+
+
+def _register_metrics(service: Any, settings: Any) -> None:
+    """The master's /metrics: the cluster's gauges (queues, workers, crawls, responses) and its leadership."""
+    from prometheus_client import REGISTRY
+
+    from frontier.metrics import ClusterCollector, LeaderCollector
+    from messaging.siteconfig import SitePaths
+
+    REGISTRY.register(ClusterCollector(service.redis, settings.heartbeat_ttl))
+    REGISTRY.register(LeaderCollector(service.zk, SitePaths(settings.zk_root).election, service.identifier))

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from deploy.cli_errors import require_kafka
 from messaging import clients
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.service import setup_logging
@@ -74,6 +75,7 @@ def ask(request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         raise click.ClickException(f"invalid request: {rejection.reason}") from None
     from messaging.kafka_monitor.monitor import topic_partitions
 
+    require_kafka(settings)
     clients.ensure_topics(settings, topic_partitions(settings))
     producer = clients.kafka_producer(settings)
     try:
@@ -222,11 +224,13 @@ def _line(line: str) -> Any:
 
 @click.command("submit")
 @click.argument("source", type=click.File("r", encoding="utf-8"))
-@click.option("--wait", is_flag=True, help="Wait until the Kafka monitor accepted each request (adds a uuid).")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Wait for each request's answer (adds a uuid): accepted, duplicate, rejected; --no-wait only sends.")
 @_timeout_option
 @_json_option
 def submit(source: Any, wait: bool, timeout: float | None, as_json: bool) -> None:
-    """Send requests from FILE (or - for stdin): JSON, a JSON array, or JSON lines. Exit 1 if any is rejected."""
+    """Send requests from FILE (or - for stdin): JSON, a JSON array, or JSON lines; one line per request says what
+    came of it (accepted, duplicate, rejected with the reason). Exit 1 if any is rejected or unanswered."""
     settings = load()
     outcomes: list[dict[str, Any]] = []
     valid: list[tuple[int, dict[str, Any]]] = []
@@ -252,6 +256,7 @@ def _send(settings: Any, valid: list[tuple[int, dict[str, Any]]], outcomes: list
           timeout: float) -> None:
     from messaging.kafka_monitor.monitor import topic_partitions
 
+    require_kafka(settings)
     clients.ensure_topics(settings, topic_partitions(settings))
     producer = clients.kafka_producer(settings)
     waiter = AnswerWaiter(settings) if wait else None
@@ -294,8 +299,13 @@ def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
     counts: dict[str, int] = {}
     for outcome in outcomes:
         counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
-        if outcome["status"] not in ("sent", "accepted", "stored"):
-            errors.print(f"request {outcome['number']}: {outcome['status']}: {escape(outcome.get('reason', ''))}")
+        what = " ".join(str(outcome[name]) for name in ("kind", "crawlid") if outcome.get(name))
+        line = f"request {outcome['number']}: {outcome['status']}" + (f" ({what})" if what else "")
+        if outcome["status"] in ("sent", "accepted", "stored", "duplicate"):
+            console.print(escape(line), highlight=False, soft_wrap=True)
+        else:
+            reason = outcome.get("reason", "no reason given")
+            errors.print(escape(f"{line}: {reason}"), highlight=False, soft_wrap=True)
     console.print(", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no requests")
 
 

@@ -18,8 +18,10 @@ from typing import Any
 
 from twisted.web import http, resource, server
 
-from manager import fleet
+from manager import charts, fleet
+from manager.console import LogApi
 from manager.webservice import ApiError, JsonResource, write_json
+from messaging.clock import RedisClock
 from messaging.redis_monitor.plugins import Context
 from messaging.redis_monitor.plugins.info import InfoPlugin
 
@@ -179,6 +181,14 @@ class Stats(JsonResource):
                                       .weight_window_minutes)
 
 
+class StatsHistory(JsonResource):
+    """``/api/history``: the per-minute samples of the last two hours (:mod:`manager.charts`)."""
+
+    def get(self, request: Any) -> Any:
+        redis = self.manager.redis
+        return self.manager.in_thread(lambda: {"history": charts.history(redis, RedisClock(redis).now())})
+
+
 def api_root(manager: Any) -> resource.Resource:
     root = resource.Resource()
     root.putChild(b"crawl", SubmitCrawl(manager))
@@ -186,4 +196,6 @@ def api_root(manager: Any) -> resource.Resource:
     root.putChild(b"sites", Sites(manager))
     root.putChild(b"nodes", Nodes(manager))
     root.putChild(b"stats", Stats(manager))
+    root.putChild(b"logs", LogApi(manager))
+    root.putChild(b"history", StatsHistory(manager))
     return root

@@ -23,8 +23,10 @@ from twisted.application.service import MultiService
 from twisted.internet import defer, threads
 from twisted.web import server
 
+from manager import charts
 from manager.catalog import SpiderCatalog
 from manager.config import PROJECT, ManagerConfig
+from manager.flash import Flashes
 from manager.gateway import KafkaGateway
 from manager.history import SqliteJobHistory
 from manager.jobs import InvalidJob, Job, JobRecord
@@ -35,6 +37,7 @@ from manager.registry import ManagerRegistry
 from messaging import clients
 
 logger = logging.getLogger(__name__)
+HISTORY_SAMPLE_SECONDS = 15.0  # every manager tries this often; one sample per minute is written
 T = TypeVar("T")
 
 
@@ -56,6 +59,10 @@ class Manager:
         self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
         self.gateway = KafkaGateway(config.settings)
         self._redis: Any = None
+        self._zk: Any = None
+        self._mongo: Any = None
+        self._site_watch: Any = None
+        self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
 
     # --- blocking work, off the reactor -----------------------------------------------------------------------------
@@ -64,6 +71,28 @@ class Manager:
         if self._redis is None:
             self._redis = clients.redis_client(self.config.settings, socket_timeout=10)
         return self._redis
+
+    @property
+    def zk(self) -> Any:
+        """A ZooKeeper client (the console reads the election and edits site rates), opened on first use."""
+        if self._zk is None:
+            self._zk = clients.zk_client(self.config.settings)
+        return self._zk
+
+    @property
+    def site_watch(self) -> Any:
+        """The sites' rates and blacklist as the workers see them (ZooKeeper watches), started on first use."""
+        if self._site_watch is None:
+            from frontier.config_watch import SiteConfigWatch
+            from messaging.siteconfig import SitePaths
+
+            self._site_watch = SiteConfigWatch(self.zk, SitePaths(self.config.settings.zk_root)).start()
+        return self._site_watch
+
+    def mongo_db(self) -> Any:
+        if self._mongo is None:
+            self._mongo = clients.mongo_client(self.config.settings, serverSelectionTimeoutMS=3000)
+        return self._mongo[self.config.settings.mongo_db]
 
     def in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:
         return threads.deferToThread(function, *args, **kwargs)
@@ -133,6 +162,13 @@ class Manager:
         d.addErrback(lambda f: logger.warning("manager registry heartbeat failed: %s", f.getErrorMessage()))
         return d
 
+    def sample_history(self) -> defer.Deferred[Any]:
+        """This minute's sample of the Stats charts (:mod:`manager.charts`), unless another manager took it."""
+        s = self.config.settings
+        d = self.in_thread(charts.sample, self.redis, s.weight_window_minutes, s.heartbeat_ttl)
+        d.addErrback(lambda f: logger.warning("chart history sample failed: %s", f.getErrorMessage()))
+        return d
+
     def leave(self) -> None:
         try:
             ManagerRegistry(self.redis, self.config.registry_ttl).leave(self.host)
@@ -141,6 +177,11 @@ class Manager:
 
     def close(self) -> None:
         self.gateway.close()
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+        if self._mongo is not None:
+            self._mongo.close()
         self.queue.close()
         self.history.close()
 
@@ -167,6 +208,7 @@ def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiServic
     manager.launcher.setServiceParent(services)
     TimerService(config.poll_interval, manager.poller.poll).setServiceParent(services)
     TimerService(config.heartbeat_interval, manager.heartbeat).setServiceParent(services)
+    TimerService(HISTORY_SAMPLE_SECONDS, manager.sample_history).setServiceParent(services)
     TCPServer(config.port, site, interface=config.bind).setServiceParent(services)
     return services, manager, site
 

@@ -67,13 +67,27 @@ class JsonResource(resource.Resource):
     def envelope(self, data: dict[str, Any]) -> dict[str, Any]:
         return {"node_name": self.manager.config.node_name, "status": "ok", **data}
 
+    @property
+    def methods(self) -> str:
+        """scrapyd's ``Allow``: OPTIONS and HEAD always, then GET and POST where the resource has them."""
+        return ", ".join(["OPTIONS", "HEAD", *(m for m, h in (("GET", self.get), ("POST", self.post)) if h)])
+
     def render(self, request: Any) -> Any:
+        # scrapyd's CORS headers on every answer (a browser page elsewhere may read the JSON; state changes from
+        # another site are still refused by ManagerSite before this resource is reached)
+        request.setHeader(b"access-control-allow-origin", b"*")
+        request.setHeader(b"access-control-allow-methods", self.methods.encode())
+        request.setHeader(b"access-control-allow-headers", b"X-Requested-With")
+        if request.method == b"OPTIONS":  # as scrapyd: 204, no body, Allow
+            request.setHeader(b"allow", self.methods.encode())
+            request.setHeader(b"content-length", b"0")
+            request.setResponseCode(http.NO_CONTENT)
+            return b""
         handler = {b"GET": self.get, b"HEAD": self.get, b"POST": self.post}.get(request.method)
         if handler is None:
-            allowed = ", ".join(m for m, h in (("GET", self.get), ("POST", self.post)) if h is not None)
-            request.setHeader(b"allow", allowed.encode())
+            request.setHeader(b"allow", self.methods.encode())
             write_json(request, {"node_name": self.manager.config.node_name, "status": "error",
-                                 "message": f"method {request.method.decode()} not allowed; use {allowed}"},
+                                 "message": f"method {request.method.decode()} not allowed; use {self.methods}"},
                        http.NOT_ALLOWED)
             return server.NOT_DONE_YET
         d = defer.maybeDeferred(handler, request)

@@ -3,10 +3,12 @@
 *Submit* (a crawl request: URL, rule, depth, priority, spider type, cookie; the rule is checked by
 ``/api/crawl?check=1`` before it is sent), *Spiders* (start a spider on any manager of the cluster: the host list
 comes from the manager registry and a start on another host is forwarded to its ``schedule.json``), *Jobs*
-(pending / running / finished, runtime, log link, Stop), *Crawls* (each crawl's progress, one crawl's latest items,
-Stop) and *Stats* (live charts from ``/api/stats``, drawn with the vendored uPlot). Every page POST carries the form
-token (:class:`manager.security.CsrfToken`); :class:`ManagerSite` refuses cross-site and rebinding requests before any
-resource sees them. Logs are served as ``text/plain`` with ``nosniff`` (a crawled ``<script>`` stays text).
+(scrapyd's table: pending / running / finished, runtime, log link, Stop), *Crawls* (each crawl's progress; one
+crawl's own page, see :mod:`manager.console`) and *Stats* (charts from ``/api/history`` then ``/api/stats``, drawn
+with the vendored uPlot); *Fleet*, *Sites* and the log view live in :mod:`manager.console_pages`. Every page POST
+carries the form token (:class:`manager.security.CsrfToken`); :class:`ManagerSite` refuses cross-site and rebinding
+requests before any resource sees them. Logs are served as ``text/plain`` with ``nosniff`` (a crawled ``<script>``
+stays text).
 """
 
 from __future__ import annotations
@@ -14,119 +16,28 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import time
 import urllib.parse
 import urllib.request
 import uuid
-from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from twisted.internet import defer
 from twisted.web import http, resource, server, static
 from twisted.web.util import Redirect
 
-from manager import fleet
+from manager import console, console_data, fleet
 from manager.api import api_root
-from manager.jobs import InvalidJob, iso
+from manager.console_pages import FleetPage, LogViewPage, NotFoundPage, SitesPage
+from manager.jobs import InvalidJob
+from manager.logs import Logs
+from manager.metrics import MetricsResource
+from manager.pages import HERE, SPIDER_TYPES, Page, _form, environment, parse_pairs
 from manager.registry import ManagerRegistry
-from manager.security import CsrfToken, cross_site_reason, host_allowed, safe_log_file, with_basic_auth
+from manager.security import CsrfToken, cross_site_reason, host_allowed, with_basic_auth
 from manager.webservice import SCRAPYD_RESOURCES, ApiError, job_from_request
 from messaging import clients
 
 logger = logging.getLogger(__name__)
-HERE = Path(__file__).parent
-PAGES = ("submit", "spiders", "jobs", "crawls", "stats")
-SPIDER_TYPES = ("list", "universal")
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    minutes, rest = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{rest:02d}"
-
-
-def environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
-    env.filters["iso"] = iso
-    env.filters["duration"] = duration
-    return env
-
-
-def _form(request: Any, name: str, default: str = "") -> str:
-    values = request.args.get(name.encode())
-    return values[0].decode("utf-8", "replace").strip() if values else default
-
-
-def parse_pairs(text: str, what: str) -> dict[str, str]:
-    """``name=value`` lines (the *Spiders* form's arguments and settings)."""
-    pairs = {}
-    for line in text.splitlines():
-        if line.strip():
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise InvalidJob(f"{what} {line.strip()!r}: expected name=value")
-            pairs[name.strip()] = value.strip()
-    return pairs
-
-
-class Page(resource.Resource):
-    """A page: ``context`` (a dict or a Deferred of one) rendered with the page's template; POSTs need the token."""
-
-    isLeaf = True
-    template = ""
-
-    def __init__(self, manager: Any, env: Environment, csrf: CsrfToken) -> None:
-        super().__init__()
-        self.manager, self.env, self.csrf = manager, env, csrf
-
-    def context(self, request: Any) -> Any:
-        return {}
-
-    def render_GET(self, request: Any) -> Any:
-        return self.show(request, self.context(request))
-
-    def show(self, request: Any, context: Any, code: int = http.OK) -> Any:
-        d = defer.maybeDeferred(lambda: context)
-        d.addCallback(lambda data: self._write(request, data, code))
-        d.addErrback(lambda f: self._write(request, {"error": f.getErrorMessage()}, http.INTERNAL_SERVER_ERROR))
-        d.addErrback(lambda _: None)
-        return server.NOT_DONE_YET
-
-    def _write(self, request: Any, data: dict[str, Any], code: int) -> None:
-        m = self.manager
-        body = self.env.get_template(self.template).render(
-            page=self.template.removesuffix(".html"), pages=PAGES, node=m.config.node_name, host=m.host,
-            csrf=self.csrf.value, message=_form(request, "message"), now=time.time(), **data)
-        request.setResponseCode(code)
-        request.setHeader(b"content-type", b"text/html; charset=utf-8")
-        request.setHeader(b"content-security-policy",
-                          b"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
-                          b"frame-ancestors 'none'; form-action 'self'")
-        request.setHeader(b"x-frame-options", b"DENY")
-        request.setHeader(b"x-content-type-options", b"nosniff")
-        request.write(body.encode("utf-8"))
-        request.finish()
-
-    def render_POST(self, request: Any) -> Any:
-        if not self.csrf.valid(_form(request, "csrf_token") or None):
-            request.setResponseCode(http.FORBIDDEN)
-            return b"forbidden: the form token is missing or stale (reload the page)\n"
-        return self.post(request)
-
-    def post(self, request: Any) -> Any:
-        request.setResponseCode(http.NOT_ALLOWED)
-        return b"method not allowed\n"
-
-    def redirect(self, request: Any, path: str, message: str) -> Any:
-        request.redirect(f"{path}?{urllib.parse.urlencode({'message': message})}".encode())
-        request.setResponseCode(http.SEE_OTHER)
-        request.finish()
-        return server.NOT_DONE_YET
-
-
 class SubmitPage(Page):
     template = "submit.html"
 
@@ -178,7 +89,7 @@ class SpidersPage(Page):
             args = parse_pairs(_form(request, "arguments"), "argument")
             settings = parse_pairs(_form(request, "settings"), "setting")
         except InvalidJob as exc:
-            return self.redirect(request, "/spiders", f"not started: {exc}")
+            return self.redirect(request, "/spiders", f"not started: {exc}", "error")
         request.args = {**{k.encode(): [v.encode()] for k, v in args.items()},  # reserved names come after
                         b"project": [self.manager.project.encode()], b"spider": [_form(request, "spider").encode()],
                         b"priority": [(_form(request, "priority") or "0").encode()],
@@ -191,7 +102,8 @@ class SpidersPage(Page):
             except (ApiError, InvalidJob) as exc:
                 d = defer.fail(exc)
         d.addCallbacks(lambda job: self.redirect(request, "/jobs", f"started {job} on {host}"),
-                       lambda f: self.redirect(request, "/spiders", f"not started on {host}: {f.getErrorMessage()}"))
+                       lambda f: self.redirect(request, "/spiders", f"not started on {host}: {f.getErrorMessage()}",
+                                               "error"))
         return server.NOT_DONE_YET
 
     def _forward(self, host: str, args: dict[bytes, list[bytes]]) -> str:
@@ -223,11 +135,41 @@ class JobsPage(Page):
         job = _form(request, "job")
         state = self.manager.cancel(job)
         text = {"pending": f"removed pending job {job}", "running": f"stopping {job} (SIGTERM)"}
-        return self.redirect(request, "/jobs", text.get(state or "", f"no pending or running job {job}"))
+        if state is None:
+            return self.redirect(request, "/jobs", f"no pending or running job {job}", "error")
+        return self.redirect(request, "/jobs", text[state])
 
 
 class CrawlsPage(Page):
+    """``/crawls`` (every crawl, live) and ``/crawls/<crawlid>`` (one crawl; 404 for an unknown id)."""
+
     template = "crawls.html"
+
+    def render_GET(self, request: Any) -> Any:
+        crawlid = request.postpath[0].decode("utf-8", "replace") if request.postpath and request.postpath[0] else ""
+        if not crawlid:
+            return self.show(request, self.context(request))
+        try:
+            page = int(_form(request, "page", "1") or 1)
+            item = int(_form(request, "item")) if _form(request, "item") else None
+        except ValueError:
+            page, item = 1, None
+        d = console.crawl_context(self.manager, crawlid, page, item)
+        d.addCallback(lambda data: self._write_with(request, "crawl.html", data, http.OK))
+        d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write_with(
+            request, "notfound.html", {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND))
+        d.addErrback(lambda f: self._write_with(request, "notfound.html", {"what": f.getErrorMessage(),
+                                                                            "title": "Error"},
+                                                http.INTERNAL_SERVER_ERROR))
+        d.addErrback(lambda _: None)
+        return server.NOT_DONE_YET
+
+    def _write_with(self, request: Any, template: str, data: dict[str, Any], code: int) -> None:
+        previous, self.template = self.template, template
+        try:
+            self._write(request, {**data, "page_name": "crawls"}, code)
+        finally:
+            self.template = previous
 
     def context(self, request: Any) -> Any:
         crawlid = _form(request, "crawl")
@@ -247,11 +189,14 @@ class CrawlsPage(Page):
 
     def post(self, request: Any) -> Any:
         crawlid = _form(request, "crawlid")
+        back = f"/crawls/{urllib.parse.quote(crawlid, safe='')}" if _form(request, "back") == "crawl" else "/crawls"
         message = {"action": "stop", "userid": "manager", "crawlid": crawlid}
         d = self.manager.in_thread(self.manager.gateway.ask, message, "stop")
-        d.addCallback(lambda a: self.redirect(request, "/crawls", f"stop {crawlid}: {a.get('status')} "
-                                              f"{a.get('reason') or ''}".strip()))
-        d.addErrback(lambda f: self.redirect(request, "/crawls", f"stop {crawlid} failed: {f.getErrorMessage()}"))
+        d.addCallback(lambda a: self.redirect(request, back, f"stop {crawlid}: {a.get('status')} "
+                                              f"{a.get('reason') or ''}".strip(),
+                                              "ok" if a.get("status") == "ok" else "error"))
+        d.addErrback(lambda f: self.redirect(request, back, f"stop {crawlid} failed: {f.getErrorMessage()}",
+                                             "error"))
         return server.NOT_DONE_YET
 
 
@@ -259,42 +204,26 @@ class StatsPage(Page):
     template = "stats.html"
 
 
-class Logs(resource.Resource):
-    """``/logs/<project>/<spider>/<job>.log`` as text; anything else (``..``, other files) is 404."""
-
-    isLeaf = True
-
-    def __init__(self, logs_dir: Path) -> None:
-        super().__init__()
-        self.logs_dir = logs_dir
-
-    def render_GET(self, request: Any) -> bytes:
-        segments = [s.decode("utf-8", "replace") for s in request.postpath]
-        path = safe_log_file(self.logs_dir, segments)
-        if path is None:
-            request.setResponseCode(http.NOT_FOUND)
-            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-            return b"no such log\n"
-        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-        request.setHeader(b"x-content-type-options", b"nosniff")
-        request.setHeader(b"content-security-policy", b"default-src 'none'")
-        return path.read_bytes()
-
-
 class Root(resource.Resource):
     def __init__(self, manager: Any) -> None:
         super().__init__()
         env, csrf = environment(), CsrfToken()
-        self.csrf = csrf
+        self.manager, self.env, self.csrf = manager, env, csrf
         for name, cls in SCRAPYD_RESOURCES.items():
             self.putChild(name, cls(manager))
         self.putChild(b"api", api_root(manager))
         self.putChild(b"logs", Logs(manager.config.logs_dir))
+        self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
         for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
-                          (b"crawls", CrawlsPage), (b"stats", StatsPage)):
+                          (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage), (b"sites", SitesPage),
+                          (b"logview", LogViewPage)):
             self.putChild(name, cls(manager, env, csrf))
         self.putChild(b"", Redirect(b"/jobs"))
+
+    def getChild(self, path: bytes, request: Any) -> Any:
+        name = path.decode("utf-8", "replace")
+        return NotFoundPage(self.manager, self.env, self.csrf, f"There is no page /{name} on this manager.")
 
 
 class _Refused(resource.Resource):

@@ -247,6 +247,30 @@ def manager(host: str) -> str:
     return f"manager:{host}"
 
 
+# --- per-site counts of the workers (the Sites page) -------------------------------------------------------------
+def site_statuses(domain: str) -> str:
+    """hash: HTTP status (or ``error``) -> responses the workers received from the domain (hash tag: the domain)."""
+    return f"site:{{{_tag(domain)}}}:statuses"
+
+
+def crawl_reasons(crawlid: str) -> str:
+    """hash: why pages of the crawl gave no item (HTTP errors, items dropped by a pipeline, spider errors) -> count,
+    counted by the workers' metrics extension for the crawl's page."""
+    return f"crawl:{crawlid}:reasons"
+
+
+# --- the managers' chart history ---------------------------------------------------------------------------------
+STATS_HISTORY = "history:stats"
+"""zset: one JSON sample per minute (score: the minute's start, Redis time) of the fleet's pages per minute by
+spider type and HTTP status, queue depths and workers: the Stats page's charts over the last day, whichever manager
+wrote it."""
+
+
+def stats_history_claim(minute: int) -> str:
+    """string with TTL: the manager that samples this minute (one sample per minute however many managers run)."""
+    return f"history:stats:claim:{minute}"
+
+
 # --- master ------------------------------------------------------------------------------------------------------
 MASTER_EPOCH = "master:{seeds}:epoch"
 """string: the epoch of the dispatcher leader allowed to write (fencing); same slot as ``seeds``."""

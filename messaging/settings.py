@@ -127,6 +127,14 @@ define("CRAWLFLEET_METRICS_PORT", 0,
        "it. 0: an ephemeral port, registered in Redis.", group="metrics", parse=int)
 define("CRAWLFLEET_METRICS_HOST", "127.0.0.1", "Address the /metrics endpoints listen on.", group="metrics")
 
+# --- metrics: each process's own port ----------------------------------------------------------------------------
+for _module, _what in (("MASTER", "a master"), ("CRAWLER", "a Scrapy worker"), ("KAFKA_MONITOR", "a Kafka monitor"),
+                       ("REDIS_MONITOR", "a Redis monitor")):
+    define(f"CRAWLFLEET_{_module}_METRICS_PORT", -1,
+           f"Port of {_what}'s /metrics: -1 takes CRAWLFLEET_METRICS_PORT; 0 an ephemeral port (announced in the "
+           "log and in Redis, so that several processes on one host never collide); P > 0 the first free port from P."
+           " The manager serves /metrics on its own port (CRAWLFLEET_MANAGER_PORT).", group="metrics", parse=int)
+
 # --- politeness --------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_LEASE_SECONDS", 600.0,
        "Lease of a popped task (seconds, Redis clock): at least download timeout x (retries + 1), or renewed while "

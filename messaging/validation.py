@@ -434,6 +434,12 @@ def digest(canonical: str) -> str:
     return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
 
 
+def content_digest(data: dict[str, Any]) -> str:
+    """The digest of what a request asks for: its canonical JSON without the ``uuid`` (a client adds one to hear the
+    answer; two otherwise identical requests are the same request, the second a duplicate)."""
+    return digest(canonical_json({key: value for key, value in data.items() if key != "uuid"}))
+
+
 def parse_request(raw: bytes | str | dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Request:
     """Decode, recognise and validate one request; raises :class:`Rejected` with the first error."""
     message = raw if isinstance(raw, dict) else decode(raw, max_bytes)

@@ -22,6 +22,9 @@ SPIDER_MIDDLEWARES = {
     "spiders.worker.output.TaskOutputMiddleware": 20,
 }
 
+# Prometheus /metrics of this worker (responses by status, hits per site, items, leases; CPU and memory).
+EXTENSIONS = {"spiders.metrics.WorkerMetrics": 500}
+
 # --- downloading ----------------------------------------------------------------------------------------------
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,

@@ -1,5 +1,45 @@
-// crawlfleet manager: the Submit page's rule check (the server validates with the Kafka monitor's schemas).
+// crawlfleet manager: confirmations, live page parts, and the Submit page's rule check.
 "use strict";
+
+// A form with data-confirm asks first (Stop buttons).
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) event.preventDefault();
+});
+
+// Live parts: every element with data-live (and an id) is refreshed from the same page every few seconds, without
+// a reload: the page is fetched again and each part swapped when it changed. The HTML is the server's own,
+// rendered with autoescaping; DOMParser runs no script of it.
+(function () {
+  const PERIOD_MS = 2500;
+  if (!document.querySelector("[data-live][id]")) return;
+  let busy = false;
+
+  async function refresh() {
+    if (busy || document.hidden) return;
+    busy = true;
+    try {
+      const url = new URL(window.location.href);
+      url.searchParams.delete("flash");
+      const response = await fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "live" } });
+      if (!response.ok) return;
+      const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+      for (const part of document.querySelectorAll("[data-live][id]")) {
+        const next = fresh.getElementById(part.id);
+        if (part.contains(document.activeElement) && document.activeElement !== document.body) continue;  // typing
+        if (next && next.innerHTML !== part.innerHTML) part.replaceWith(document.importNode(next, true));
+      }
+      const stamp = document.getElementById("live-updated");
+      if (stamp) stamp.textContent = "updated " + new Date().toLocaleTimeString();
+    } catch (e) {
+      // the manager restarting: the next round tries again
+    } finally {
+      busy = false;
+    }
+  }
+
+  window.setInterval(refresh, PERIOD_MS);
+})();
 (function () {
   const button = document.getElementById("check-rule");
   if (!button) return;

@@ -1,7 +1,8 @@
-// crawlfleet manager: the Stats page's live charts, from /api/stats every 2 seconds (uPlot, vendored).
+// crawlfleet manager: the Stats page's charts (uPlot, vendored): the last two hours from /api/history (one sample
+// per minute, kept in Redis by the managers), then live points from /api/stats every 2 seconds.
 "use strict";
 (function () {
-  const KEEP = 300;  // points per series (10 minutes)
+  const KEEP = 600;  // points per series: two hours of history and the live points since
   const COLORS = ["#1f6fd1", "#2e9d57", "#d33", "#e69a00", "#8a4fd1", "#0aa", "#c4c", "#666"];
   const charts = { pages: { id: "chart-pages", names: [], rows: [[]], plot: null },
                    queues: { id: "chart-queues", names: ["seeds", "queued", "leased"], rows: [[], [], [], []], plot: null } };
@@ -44,15 +45,33 @@
     }
   }
 
+  function pagesOf(perMinute) {
+    const pages = {};
+    for (const [type, statuses] of Object.entries(perMinute))
+      for (const [status, count] of Object.entries(statuses)) pages[type + " " + status] = count;
+    return pages;
+  }
+
+  async function preload() {
+    try {
+      const answer = await fetch("/api/history", { credentials: "same-origin" });
+      const data = await answer.json();
+      if (data.status !== "ok") return;
+      for (const point of data.history) {
+        add(charts.pages, point.time, pagesOf(point.pages_per_minute));
+        add(charts.queues, point.time, { seeds: point.seeds, queued: point.queued, leased: point.leased });
+      }
+    } catch (e) {
+      // no history yet: the live points start the charts
+    }
+  }
+
   async function refresh() {
     try {
       const answer = await fetch("/api/stats", { credentials: "same-origin" });
       const data = await answer.json();
       if (data.status !== "ok") throw new Error(data.message);
-      const pages = {};
-      for (const [type, statuses] of Object.entries(data.pages_per_minute))
-        for (const [status, count] of Object.entries(statuses)) pages[type + " " + status] = count;
-      add(charts.pages, data.time, pages);
+      add(charts.pages, data.time, pagesOf(data.pages_per_minute));
       add(charts.queues, data.time, { seeds: data.seeds, queued: data.queued, leased: data.leased });
       workers(data.workers);
       document.getElementById("updated").textContent = "updated " + new Date(data.time * 1000).toLocaleTimeString();
@@ -61,6 +80,5 @@
     }
   }
 
-  refresh();
-  setInterval(refresh, 2000);
+  preload().then(() => { refresh(); setInterval(refresh, 2000); });
 })();

@@ -27,7 +27,7 @@ from typing import Any
 from messaging import keys
 from messaging.scripts import lua_source
 from messaging.tasks import PUSH_SEEDS_LUA, CrawlFields, Task, push_seeds_call
-from messaging.validation import Rejected, Request
+from messaging.validation import Rejected, Request, content_digest
 
 ENQUEUED, QUEUED_ALREADY, DUPLICATE, STORED, REJECTED = "enqueued", "queued-already", "duplicate", "stored", "rejected"
 REDELIVERED = "redelivered"  # the same Kafka record again (a retry or a redelivery): already accepted, not re-enqueued
@@ -113,7 +113,7 @@ class Batch:
         """Do every queued write (two round trips); returns how many requests each plugin wrote."""
         pipe = self.redis.pipeline(transaction=False)
         if self._tasks:
-            seen = [keys.intake_seen(request.request.digest) for request, _ in self._tasks]
+            seen = [keys.intake_seen(content_digest(request.data)) for request, _ in self._tasks]  # uuid left out
             script_keys, args = push_seeds_call([task for _, task in self._tasks], seen, self.dedup_ttl)
             deliveries = [request.delivery for request, _ in self._tasks]
             pipeline_eval(pipe, INTAKE_PUSH_LUA, script_keys, [len(deliveries), *deliveries, *args])

@@ -19,12 +19,12 @@ import uuid as uuidlib
 from typing import Any
 
 from messaging import clients, keys, modules
-from messaging.answers import ERROR, OK, answer
+from messaging.answers import ERROR, OK, REJECTED, answer
 from messaging.clients import as_text
 from messaging.clock import Clock, SystemClock
 from messaging.plugins import load_plugins
 from messaging.redis_monitor.lease import RenewedLock
-from messaging.redis_monitor.plugins import Context, Plugin
+from messaging.redis_monitor.plugins import Context, Plugin, Refused
 from messaging.service import run_service
 from messaging.settings import Settings
 from messaging.stats import Stats
@@ -145,6 +145,8 @@ class RedisMonitor:
     def _answer(self, plugin: Plugin, key: str, request: dict[str, Any]) -> dict[str, Any]:
         try:
             return answer(request, plugin.kind, OK, **plugin.handle(key, request, self.context))
+        except Refused as refusal:
+            return answer(request, plugin.kind, REJECTED, reason=refusal.reason, **refusal.fields)
         except Exception as exc:
             logger.exception("redis-monitor: %s failed on %s", plugin.name, key)
             return answer(request, plugin.kind, ERROR, reason=f"{type(exc).__name__}: {exc}")

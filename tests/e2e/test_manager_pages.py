@@ -78,7 +78,7 @@ def test_start_submit_watch_and_stop_from_the_pages(fleet: Any, procs: Processes
     job = message.split()[1]
     fleet.wait_workers_registered(1, timeout=WAIT)
     browser.get(f"{manager.url}/jobs")
-    assert find(By.CSS_SELECTOR, f"#running tr[data-job='{job}']")
+    assert find(By.CSS_SELECTOR, f"#running button.stop[data-job='{job}']")
     shot(browser, "2-jobs-running")
 
     # Submit: a bad rule is refused by the check; the demo's list rule is accepted
@@ -122,12 +122,24 @@ def test_start_submit_watch_and_stop_from_the_pages(fleet: Any, procs: Processes
     # Jobs: Stop the spider; it finishes (SIGTERM: it hands its tasks back) with exit status 0
     browser.get(f"{manager.url}/jobs")
     find(By.CSS_SELECTOR, f"button.stop[data-job='{job}']").click()
+    wait_for(lambda: _alert(browser), 10, "the confirmation")
+    browser.switch_to.alert.accept()
     wait_for(lambda: "stopping" in find(By.ID, "message").text, 30, "the stop message")
 
     def finished() -> bool:
         browser.get(f"{manager.url}/jobs")
-        return bool(browser.find_elements(By.CSS_SELECTOR, f"#finished tr[data-job='{job}']"))
+        return bool(browser.find_elements(By.XPATH, f"//tbody[@id='finished']/tr[td[3]='{job}']"))
 
     wait_for(finished, WAIT, "the job among the finished ones", interval=1)
-    assert "0" in find(By.CSS_SELECTOR, f"#finished tr[data-job='{job}']").text
+    assert "exit 0" in find(By.XPATH, f"//tbody[@id='finished']/tr[td[3]='{job}']").text
     shot(browser, "7-jobs-finished")
+
+
+def _alert(browser: Any) -> bool:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        browser.switch_to.alert  # noqa: B018 (raises while there is none)
+    except NoAlertPresentException:
+        return False
+    return True

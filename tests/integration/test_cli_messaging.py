@@ -53,7 +53,7 @@ def test_every_command_gets_its_answer(cf, procs, tmp_path):
     assert outcomes[2]["reason"].startswith("$.url: ") and "invalid JSON" in outcomes[3]["reason"]
     assert redis.zcard(keys.SEEDS) == 2
     plain = cli(env, "submit", "-", stdin=json.dumps({**good, "url": "http://news.example.com/sports"}))
-    assert plain.returncode == 0 and "1 sent" in plain.stdout
+    assert plain.returncode == 0 and "request 1: accepted (crawl daily)" in plain.stdout
     wait_for(lambda: redis.zcard(keys.SEEDS) == 3, 20, "the piped request in seeds")
 
     info = cli(env, "info", "daily", "--userid", "bob", "--json")

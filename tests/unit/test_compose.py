@@ -61,3 +61,30 @@ def test_workers_of_each_spider_type_are_scalable_services(compose):
         assert "--job" not in spec["command"] and "container_name" not in spec and "ports" not in spec
         assert spec["environment"]["CRAWLFLEET_REDIS_URL"] == own["master"]["environment"]["CRAWLFLEET_REDIS_URL"]
         assert spec["stop_grace_period"]  # time to hand the leases back on SIGTERM
+
+
+MONITORING = REPO / "deploy" / "monitoring"
+
+
+def test_prometheus_and_grafana_are_official_images_with_the_repos_config(compose):
+    services = compose["services"]
+    assert services["prometheus"]["image"].startswith("prom/prometheus:v")
+    assert services["grafana"]["image"].startswith("grafana/grafana:")
+    for name in ("prometheus", "grafana"):
+        for volume in services[name]["volumes"]:
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (REPO / source).exists(), f"{name} mounts {source}, which is not in the repository"
+            else:
+                assert source in compose["volumes"], f"{name}: volume {source} is not declared"
+
+
+def test_prometheus_scrapes_every_crawlfleet_service_on_its_metrics_port(compose):
+    config = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
+    job = next(job for job in config["scrape_configs"] if job["job_name"] == "crawlfleet")
+    (discovery,) = job["dns_sd_configs"]
+    port = int(compose["x-crawlfleet"]["environment"]["CRAWLFLEET_METRICS_PORT"])
+    assert discovery["port"] == port and discovery["type"] == "A"
+    # every long-running crawlfleet service is scraped, and only services that exist
+    assert set(discovery["names"]) == set(_own_services(compose))
+    assert compose["x-crawlfleet"]["environment"]["CRAWLFLEET_METRICS_HOST"] == "0.0.0.0"

@@ -1,7 +1,8 @@
 """Plugins of the Redis monitor: each owns a key pattern and turns one request into an answer.
 
 :meth:`Plugin.handle` gets the request (the JSON the Kafka monitor stored) and a :class:`Context` with the
-connections, and returns the answer's fields; raising an exception makes an ``error`` answer with its message.
+connections, and returns the answer's fields; raising :class:`Refused` makes a ``rejected`` answer with its reason
+(the request is well formed but names nothing to act on), any other exception an ``error`` answer with its message.
 """
 
 from __future__ import annotations
@@ -11,6 +12,15 @@ from typing import Any, ClassVar
 
 from messaging import clients
 from messaging.settings import Settings
+
+
+class Refused(Exception):
+    """The request cannot be carried out as asked (e.g. a stop of a crawl that does not exist): ``rejected``."""
+
+    def __init__(self, reason: str, **fields: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fields = fields
 
 
 @dataclass

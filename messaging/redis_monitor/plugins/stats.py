@@ -23,7 +23,25 @@ SCAN_COUNT = 1000
 
 
 
-def module_stats(redis: Any, module: str) -> dict[str, Any]:
+def crawler_alive(redis: Any, now: float, heartbeat_ttl: float) -> dict[str, Any]:
+    """Hosts with a worker whose registry heartbeat (``workers``) is younger than ``heartbeat_ttl``: ip -> host,
+    seconds until the youngest heartbeat expires, and how many workers beat there."""
+    beats = {as_text(job): float(at) for job, at in redis.zrangebyscore(keys.WORKERS, now - heartbeat_ttl, "+inf",
+                                                                         withscores=True)}
+    pipe = redis.pipeline(transaction=False)
+    for job in beats:
+        pipe.hmget(keys.worker(job), "ip", "host")
+    alive: dict[str, Any] = {}
+    for at, (ip, host) in zip(beats.values(), pipe.execute() if beats else [], strict=True):
+        if ip is None:
+            continue  # described after its first beat: next time
+        entry = alive.setdefault(as_text(ip), {"host": as_text(host or b""), "expires_in": 0, "workers": 0})
+        entry["workers"] += 1
+        entry["expires_in"] = max(entry["expires_in"], int(at + heartbeat_ttl - now))
+    return alive
+
+
+def module_stats(redis: Any, module: str, heartbeat_ttl: float = 15.0) -> dict[str, Any]:
     counters: dict[str, dict[str, int]] = defaultdict(dict)
     alive: dict[str, Any] = {}
     now = RedisClock(redis).now()
@@ -43,6 +61,8 @@ def module_stats(redis: Any, module: str) -> dict[str, Any]:
             counters[parsed.plugin][parsed.window] = StepCounter(redis, key, step).value(now // step * step)
         else:
             counters[parsed.plugin][parsed.window] = RollingCounter(redis, key, int(parsed.window)).value()
+    if module == modules.CRAWLER:  # workers beat in the registry, not in stats:crawler:<ip>
+        alive.update(crawler_alive(redis, now, heartbeat_ttl))
     result: dict[str, Any] = {"alive": dict(sorted(alive.items())), "plugins": _sorted(counters)}
     if module == modules.CRAWLER:
         result["spider_types"] = _by_spider_type(counters)
@@ -96,4 +116,5 @@ class StatsPlugin(Plugin):
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         wanted = request["stats"]
         names = modules_present(context.redis) if wanted == modules.ALL else [wanted]
-        return {"stats": wanted, "modules": {module: module_stats(context.redis, module) for module in names}}
+        ttl = context.settings.heartbeat_ttl
+        return {"stats": wanted, "modules": {module: module_stats(context.redis, module, ttl) for module in names}}

@@ -1,0 +1,151 @@
+"""What the console's pages show beyond :mod:`manager.fleet`: the fleet view, one crawl, the services' health.
+
+Blocking reads (Redis, ZooKeeper, MongoDB, a TCP connect): the pages call these through ``deferToThread``.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+from frontier.metrics import masters
+from manager import fleet
+from manager.registry import ManagerRegistry
+from messaging import keys
+from messaging.clients import as_text
+from messaging.clock import RedisClock
+from messaging.siteconfig import SitePaths
+from messaging.tasks import CrawlFields
+
+ITEMS_PER_PAGE = 25
+ITEM_FIELDS_SHOWN = ("fetched_at", "status", "title", "url")
+USAGE_FIELDS = ("cpu_percent", "rss_bytes", "pages", "items", "metrics")
+
+
+class NoSuchCrawl(LookupError):
+    """No crawl of that id: no record in Redis and no items in MongoDB."""
+
+
+def fleet_view(manager: Any) -> dict[str, Any]:
+    """Every worker of every host (with heartbeat age, CPU, memory, pages, items), the masters (the leader first),
+    the managers, and the services' health."""
+    settings = manager.config.settings
+    redis = manager.redis
+    now = RedisClock(redis).now()
+    workers = fleet.workers(redis, settings.weight_window_minutes)
+    pipe = redis.pipeline(transaction=False)
+    for worker in workers:
+        pipe.hmget(keys.worker(worker["job"]), *USAGE_FIELDS)
+    for worker, values in zip(workers, pipe.execute() if workers else [], strict=True):
+        usage = {name: as_text(value) if value is not None else None for name, value in zip(USAGE_FIELDS, values,
+                                                                                                strict=True)}
+        worker.update(cpu_percent=_float(usage["cpu_percent"]), rss_bytes=_int(usage["rss_bytes"]),
+                      pages=_int(usage["pages"]), items=_int(usage["items"]), metrics=usage["metrics"])
+        worker["heartbeat_age"] = None if worker["last_heartbeat"] is None else max(0.0, now - worker["last_heartbeat"])
+        worker["alive"] = worker["heartbeat_age"] is not None and worker["heartbeat_age"] <= settings.heartbeat_ttl
+    managers = {m.host: m.to_json() for m in ManagerRegistry(redis, manager.config.registry_ttl).live()}
+    for worker in workers:
+        owner = managers.get(worker["host"])
+        worker["log_url"] = f"{owner['url']}/logview/job/{worker['job']}" if owner else None
+    contenders = masters(manager.zk, SitePaths(settings.zk_root).election)
+    return {"time": now, "workers": workers, "managers": list(managers.values()),
+            "leader": contenders[0] if contenders else None, "standbys": contenders[1:],
+            "services": services_health(manager)}
+
+
+def services_health(manager: Any) -> list[dict[str, str]]:
+    """Each service this manager depends on: reachable or not, and what was tried."""
+    settings = manager.config.settings
+    checks = [("Redis", settings.redis_url, lambda: manager.redis.ping()),
+              ("ZooKeeper", settings.zk_hosts, lambda: _zk_ok(manager.zk)),
+              ("Kafka", settings.kafka_bootstrap, lambda: _tcp(settings.kafka_bootstrap.split(",")[0], 9092)),
+              ("MongoDB", _no_credentials(settings.mongo_uri), lambda: _tcp(_mongo_address(settings.mongo_uri),
+                                                                             27017))]
+    result = []
+    for name, address, check in checks:
+        try:
+            check()
+            result.append({"name": name, "address": address, "state": "up", "detail": ""})
+        except Exception as exc:
+            result.append({"name": name, "address": address, "state": "down", "detail": str(exc)[:200]})
+    return result
+
+
+def _zk_ok(zk: Any) -> None:
+    if not zk.connected:
+        raise ConnectionError(f"session {zk.state}")
+
+
+def _tcp(address: str, default_port: int) -> None:
+    parts = urlsplit(f"//{address.strip()}")
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), timeout=2):
+        pass
+
+
+def _mongo_address(uri: str) -> str:
+    netloc = urlsplit(uri).netloc.rpartition("@")[2]
+    return netloc.split(",")[0]
+
+
+def _no_credentials(uri: str) -> str:
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
+def crawl_view(manager: Any, crawlid: str, page: int, field: str | None = None) -> dict[str, Any]:
+    """One crawl: its record, its place in the queues, its items' HTTP statuses, progress by minute, a page of its
+    items (or one item's every field). :class:`NoSuchCrawl` when neither Redis nor MongoDB knows the id."""
+    redis = manager.redis
+    raw = {as_text(k): as_text(v) for k, v in redis.hgetall(keys.crawl(crawlid)).items()}
+    database = manager.mongo_db()
+    collection = database[crawlid]
+    stored = collection.estimated_document_count() if raw or crawlid in database.list_collection_names(
+        filter={"name": crawlid}) else 0
+    if not raw and not stored:
+        raise NoSuchCrawl(crawlid)
+    row = next((c for c in fleet.crawls(redis) if c["crawlid"] == crawlid), None)
+    statuses = {str(doc["_id"]): doc["count"] for doc in collection.aggregate(
+        [{"$group": {"_id": "$status", "count": {"$sum": 1}}}, {"$sort": {"_id": 1}}])}
+    progress = [(doc["_id"], doc["count"]) for doc in collection.aggregate([
+        {"$group": {"_id": {"$substrBytes": [{"$ifNull": ["$fetched_at", ""]}, 0, 16]}, "count": {"$sum": 1}}},
+        {"$sort": {"_id": 1}}]) if doc["_id"]]
+    page = max(1, page)
+    cursor = collection.find({}, {"_id": 0}).sort("fetched_at", -1).skip((page - 1) * ITEMS_PER_PAGE) \
+        .limit(ITEMS_PER_PAGE)
+    items = [dict(doc) for doc in cursor]
+    dead = int(redis.hget(keys.DEAD_LETTER_COUNTS, crawlid) or 0)
+    counted = {as_text(k): int(v) for k, v in redis.hgetall(keys.crawl_reasons(crawlid)).items()}
+    return {
+        "crawlid": crawlid, "record": raw, "row": row, "stored": stored, "statuses": statuses,
+        "reasons": {**dict(sorted(counted.items())), "dead letters (not placed)": dead,
+                    "stopped": 1 if raw.get(CrawlFields.STATE) == "stopped" else 0},
+        "progress": _cumulative(progress), "items": items, "item_page": page,
+        "item_pages": max(1, -(-stored // ITEMS_PER_PAGE)), "columns": _columns(items),
+    }
+
+
+def _cumulative(per_minute: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    total = 0
+    points = []
+    for minute, count in per_minute:
+        total += count
+        points.append({"minute": minute, "items": count, "total": total})
+    return points
+
+
+def _columns(items: list[dict[str, Any]]) -> list[str]:
+    present = {name for item in items for name in item}
+    return [name for name in ITEM_FIELDS_SHOWN if name in present]
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _int(value: str | None) -> int | None:
+    number = _float(value)
+    return None if number is None else int(number)

@@ -1,0 +1,222 @@
+"""A worker's Prometheus ``/metrics`` (a Scrapy extension): what this process fetched, stored and holds.
+
+Served from the moment the engine starts, on CRAWLFLEET_CRAWLER_METRICS_PORT (-1: CRAWLFLEET_METRICS_PORT; 0: an
+ephemeral port, so that many workers on one host never collide), logged and registered in Redis
+(``metrics:crawler:<host>:<pid>``, refreshed every :data:`REGISTER_EVERY` seconds from a thread). Counters:
+responses by spider type and HTTP status (``error``: none came), hits per site (at most :data:`SITES_TRACKED` sites
+by name, later ones under ``other``), items stored; gauges: tasks ready (leased, waiting for the downloader) and
+tasks held (every lease of this job), tasks completed, and ``crawlfleet_worker_info`` (job, spider type, host).
+The process collector adds CPU and memory. With each registration the worker also writes its CPU (percent),
+resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view,
+adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page, and each
+crawl's reasons for pages without items (HTTP errors, dropped items, spider errors) to ``crawl:<id>:reasons``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import time
+from collections import Counter as Tally
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from scrapy import signals
+from twisted.internet import task, threads
+
+from messaging import keys
+from messaging.clients import redis_client
+from messaging.domains import domain_of
+from messaging.metrics import MetricsEndpoint, serve_metrics
+from spiders.dupefilter import crawlfleet_settings
+
+logger = logging.getLogger(__name__)
+MODULE = "crawler"
+REGISTER_EVERY = 5.0
+SITES_TRACKED = 1000
+OTHER = "other"
+
+RESPONSES = Counter("crawlfleet_worker_responses", "Responses this worker received, by spider type and HTTP status.",
+                    ["spider_type", "status"])
+SITE_HITS = Counter("crawlfleet_worker_site_hits", "Responses this worker received per site (registered domain).",
+                    ["site"])
+ITEMS = Counter("crawlfleet_worker_items", "Items this worker scraped (handed to the pipelines).")
+
+
+class _FeedCollector:
+    """Who this worker is (``crawlfleet_worker_info``: job, spider type, host) and what its feed holds, read when
+    scraped. One per process, registered once; it follows the running extension."""
+
+    extension: WorkerMetrics | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        feed = self.extension._feed() if self.extension is not None else None
+        if feed is None:
+            return
+        info = GaugeMetricFamily("crawlfleet_worker_info", "This worker's job, spider type and host (always 1).",
+                                 labels=["job", "spider_type", "host", "ip"])
+        info.add_metric([feed.info.job, feed.info.spider_type, feed.info.host, feed.info.ip], 1)
+        ready = GaugeMetricFamily("crawlfleet_worker_ready_tasks", "Leased tasks waiting for the downloader.")
+        ready.add_metric([], len(feed.ready))
+        held = GaugeMetricFamily("crawlfleet_worker_held_leases", "Leases held (ready, downloading, storing).")
+        held.add_metric([], len(feed.held))
+        completed = GaugeMetricFamily("crawlfleet_worker_completed_tasks", "Tasks this worker completed.")
+        completed.add_metric([], feed.completed)
+        yield from (info, ready, held, completed)
+
+
+FEED = _FeedCollector()
+REGISTRY.register(FEED)
+
+
+class ProcessUsage:
+    """CPU (percent of one core since the last sample) and resident memory of this process, from the kernel."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
+        self._last = (clock(), _cpu_seconds())
+
+    def sample(self) -> dict[str, str]:
+        now, cpu = self.clock(), _cpu_seconds()
+        elapsed = now - self._last[0]
+        percent = 100.0 * (cpu - self._last[1]) / elapsed if elapsed > 0 else 0.0
+        self._last = (now, cpu)
+        return {"cpu_percent": f"{percent:.1f}", "rss_bytes": str(_rss_bytes())}
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: the peak instead (kilobytes on Linux, bytes on macOS)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class WorkerMetrics:
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+        self.settings = crawlfleet_settings(crawler.settings)
+        self.endpoint: MetricsEndpoint | None = None
+        self.redis: Any = None
+        self.sites: set[str] = set()
+        self.pages = 0
+        self.site_statuses: Tally[tuple[str, str]] = Tally()  # counted on the reactor, written with each registration
+        self.crawl_reasons: Tally[tuple[str, str]] = Tally()  # (crawlid, reason), likewise
+        self.items = 0
+        self.usage = ProcessUsage()
+        self._loop: Any = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> WorkerMetrics:
+        extension = cls(crawler)
+        crawler.signals.connect(extension.engine_started, signal=signals.engine_started)
+        crawler.signals.connect(extension.engine_stopped, signal=signals.engine_stopped)
+        crawler.signals.connect(extension.response_received, signal=signals.response_received)
+        crawler.signals.connect(extension.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(extension.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(extension.spider_error, signal=signals.spider_error)
+        return extension
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
+    def engine_started(self) -> None:
+        self.endpoint = serve_metrics(self.settings, MODULE)
+        logger.info("worker metrics on %s", self.endpoint.url)
+        FEED.extension = self
+        self._loop = task.LoopingCall(self._register)
+        self._loop.start(REGISTER_EVERY, now=True)
+
+    def engine_stopped(self) -> Any:
+        if FEED.extension is self:
+            FEED.extension = None
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self.endpoint is not None:
+            endpoint, self.endpoint = self.endpoint, None
+            endpoint.close()
+            if self.redis is not None:
+                return threads.deferToThread(endpoint.unregister, self.redis).addErrback(lambda _: None)
+        return None
+
+    def _register(self) -> Any:
+        endpoint = self.endpoint
+        if endpoint is None:
+            return None
+
+        feed = self._feed()
+        usage = self.usage.sample()
+        statuses, self.site_statuses = self.site_statuses, Tally()
+        reasons, self.crawl_reasons = self.crawl_reasons, Tally()
+
+        def register() -> None:  # a thread: the reactor never waits for Redis
+            if self.redis is None:
+                self.redis = redis_client(self.settings, socket_timeout=10)
+            endpoint.register(self.redis, ttl=int(REGISTER_EVERY * 3))
+            pipe = self.redis.pipeline(transaction=False)
+            if feed is not None:  # the fleet view's CPU, memory, pages and items, beside the worker's description
+                pipe.hset(keys.worker(feed.info.job), mapping={
+                    **usage, "pages": int(self.pages), "items": int(self.items), "metrics": endpoint.url})
+            for (site, status), count in statuses.items():  # the Sites page's status breakdown per site
+                pipe.hincrby(keys.site_statuses(site), status, count)
+            for (crawlid, reason), count in reasons.items():  # the crawl page's reasons
+                pipe.hincrby(keys.crawl_reasons(crawlid), reason, count)
+                pipe.expire(keys.crawl_reasons(crawlid), self.settings.crawl_ttl)
+            pipe.execute()
+
+        d = threads.deferToThread(register)
+        d.addErrback(lambda f: logger.warning("could not register the metrics endpoint: %s", f.getErrorMessage()))
+        return d
+
+    # --- what happened --------------------------------------------------------------------------------------------
+    def response_received(self, response: Any, request: Any, spider: Any) -> None:
+        spider_type = str(request.meta.get("spider_type") or getattr(spider, "spider_type", spider.name))
+        RESPONSES.labels(spider_type, str(response.status)).inc()
+        self.pages += 1
+        SITE_HITS.labels(self._site(response.url)).inc()
+        try:
+            self.site_statuses[(domain_of(response.url), str(response.status))] += 1
+        except ValueError:
+            pass
+        if response.status >= 400:
+            self._reason(request, f"HTTP {response.status}")
+
+    def item_dropped(self, item: Any, response: Any, exception: BaseException, spider: Any) -> None:
+        self._reason(getattr(response, "request", None), f"dropped: {type(exception).__name__}")
+
+    def spider_error(self, failure: Any, response: Any, spider: Any) -> None:
+        self._reason(getattr(response, "request", None), f"spider error: {failure.type.__name__}")
+
+    def _reason(self, request: Any, reason: str) -> None:
+        task = request.meta.get("task") if request is not None else None
+        crawlid = getattr(task, "crawlid", None)
+        if crawlid:
+            self.crawl_reasons[(crawlid, reason)] += 1
+
+    def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
+        ITEMS.inc()
+        self.items += 1
+
+    def _site(self, url: str) -> str:
+        try:
+            site = domain_of(url)
+        except ValueError:
+            return OTHER
+        if site in self.sites:
+            return site
+        if len(self.sites) >= SITES_TRACKED:  # bounded: a broad crawl must not make a series per site forever
+            return OTHER
+        self.sites.add(site)
+        return site
+
+    def _feed(self) -> Any:
+        engine = getattr(self.crawler, "engine", None)
+        slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
+        scheduler = getattr(slot, "scheduler", None)
+        return getattr(scheduler, "feed", None)

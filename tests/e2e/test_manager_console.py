@@ -1,0 +1,141 @@
+"""The operator's console in headless Chromium: a crawl watched live without a reload (its page count rises on the
+page), the fleet view, a job's log followed, a site's rate edited on *Sites* and seen in ZooKeeper; no JavaScript
+error in the console on any page. Screenshots go to ``test-artifacts/manager/console-*.png``."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.demo_rules import DEMO_LIST_RULE
+from deploy.procs import wait_for
+from messaging.siteconfig import Rate, SitePaths, read_site
+from tests.e2e.test_manager_pages import CHROMEDRIVER, CHROMIUM, WAIT, _alert, shot
+from tests.integration.test_manager_api import ManagerProcess
+from tests.plugins.services import Processes
+
+pytestmark = pytest.mark.e2e
+SLOW = Rate(2, 1)  # two pages a second on the demo site: the crawl lasts long enough to be watched
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.fail("Debian's chromium and chromium-driver are needed (make test installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="cf-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1500,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def console_errors(browser: Any) -> list[str]:
+    return [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def test_watch_a_crawl_follow_a_log_and_edit_a_site(fleet: Any, procs: Processes, tmp_path: Path,
+                                                    browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    fleet.start(redis_monitor=True, rate=SLOW)
+    manager = ManagerProcess(procs, fleet.env, tmp_path / "manager").start()
+    find = browser.find_element
+    errors: list[str] = []
+    job = manager.post("schedule.json", {"project": "crawlfleet", "spider": "list", "jobid": "console-list"}).json()
+    assert job["status"] == "ok", job
+    fleet.wait_workers_registered(1, timeout=WAIT)
+
+    # a crawl, watched on its own page: the page count rises without a reload
+    sent = manager.post("api/crawl", json={"userid": "op", "crawlid": "watched", "spider_type": "list",
+                                           "url": fleet.url("news.fleet.test", "/world/"), "rule": DEMO_LIST_RULE})
+    assert sent.json()["status"] == "accepted", sent.text
+    browser.get(f"{manager.url}/crawls/watched")
+    browser.execute_script("window.notReloaded = true")
+    first = int(find(By.ID, "crawl-pages").text)
+
+    def risen() -> bool:
+        return int(find(By.ID, "crawl-pages").text) > first
+
+    wait_for(risen, WAIT, "the page count to rise on the open crawl page", interval=0.5)
+    assert browser.execute_script("return window.notReloaded === true"), "the page was reloaded"
+    wait_for(lambda: int(find(By.ID, "crawl-pages").text) >= first + 3, WAIT, "more pages", interval=0.5)
+    assert browser.execute_script("return window.notReloaded === true")
+    assert browser.find_elements(By.ID, "stop-crawl")  # still running: it can be stopped (with a confirmation)
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#items tbody td.url")) >= 2, WAIT,
+             "stored items in the item browser, without a reload", interval=0.5)
+    wait_for(lambda: browser.execute_script("return window.crawlfleetProgress.rows[2].slice(-1)[0] || 0") >= 2, 30,
+             "the progress chart's total")
+    assert browser.execute_script("return window.notReloaded === true")
+    shot(browser, "console-1-crawl-live")
+    errors += console_errors(browser)
+
+    # the fleet: the manager's worker, alive, with its host and usage
+    browser.get(f"{manager.url}/fleet")
+    row = find(By.CSS_SELECTOR, "#workers tr[data-job='console-list']")
+    assert "list" in row.text and "s ago" in row.text
+    assert "m0" in find(By.ID, "leader").text
+    wait_for(lambda: "MiB" in find(By.CSS_SELECTOR, "#workers tr[data-job='console-list']").text, 30,
+             "the worker's memory (its first report)", interval=0.5)
+    shot(browser, "console-2-fleet")
+    errors += console_errors(browser)
+
+    # the job's log: tailed, then followed (a probe line appended to the file shows up), filtered
+    browser.get(f"{manager.url}/logview/job/console-list")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#log .line"), 30, "the log's tail")
+    log = manager.base / "logs" / "crawlfleet" / "list" / "console-list.log"
+    with log.open("a") as out:
+        out.write("2026-11-26 12:00:00 [probe] ERROR: followed by the browser\n")
+    wait_for(lambda: "followed by the browser" in find(By.ID, "log").text, 30, "the appended line", interval=0.5)
+    find(By.ID, "log-search").send_keys("followed by the browser")
+    shown = [line for line in browser.find_elements(By.CSS_SELECTOR, "#log .line") if line.is_displayed()]
+    assert [line.text for line in shown] == ["2026-11-26 12:00:00 [probe] ERROR: followed by the browser"]
+    shot(browser, "console-3-log")
+    errors += console_errors(browser)
+
+    # Sites: the crawled site's rate, edited on the page, is in ZooKeeper
+    browser.get(f"{manager.url}/sites?q=news.fleet.test")
+    form = find(By.CSS_SELECTOR, "tr[data-domain='news.fleet.test'] form.rate-form")
+    hits, window = form.find_element(By.NAME, "hits"), form.find_element(By.NAME, "window")
+    hits.clear()
+    hits.send_keys("7")
+    window.clear()
+    window.send_keys("10")
+    form.find_element(By.CSS_SELECTOR, "button.set-rate").click()
+    wait_for(lambda: browser.find_elements(By.ID, "message"), 60, "the answer to the rate change")
+    assert "rate ok" in find(By.ID, "message").text, find(By.ID, "message").text
+    config = read_site(fleet.cf.zk(), SitePaths(fleet.cf.settings.zk_root), "news.fleet.test")
+    assert (config.rate, config.window) == (7, 10.0)
+    wait_for(lambda: "7 per 10 s" in find(By.CSS_SELECTOR, "tr[data-domain='news.fleet.test'] td.rate").text, 30,
+             "the new rate on the page")
+    shot(browser, "console-4-sites")
+    errors += console_errors(browser)
+
+    # Jobs (scrapyd's table) and Stop with its confirmation
+    browser.get(f"{manager.url}/jobs")
+    find(By.CSS_SELECTOR, "button.stop[data-job='console-list']").click()
+    wait_for(lambda: _alert(browser), 10, "the confirmation")
+    browser.switch_to.alert.dismiss()  # cancelled: nothing happens
+    assert manager.state("console-list") == "running"
+    shot(browser, "console-5-jobs")
+    errors += console_errors(browser)
+    browser.get(f"{manager.url}/no-such-page")
+    assert "Not found" in find(By.TAG_NAME, "h1").text
+    assert not errors, errors

@@ -1,0 +1,95 @@
+"""The console's pages on real services: the fleet view, one crawl (its 404 too), a job's log tail and follow."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import requests
+
+from deploy.procs import wait_for
+from frontier.registry import WorkerInfo, WorkerRegistry
+from messaging import keys
+from tests.integration.test_manager_api import ManagerProcess
+from tests.plugins.services import Isolated, Processes
+
+pytestmark = pytest.mark.integration
+
+
+def test_fleet_view_shows_every_registered_worker_with_its_usage(cf: Isolated, procs: Processes,
+                                                                 tmp_path: Path) -> None:
+    redis = cf.redis()
+    WorkerRegistry(redis).register(WorkerInfo("far-away-job", "universal", "10.1.2.3", "far-host", 4242))
+    redis.hset(keys.worker("far-away-job"), mapping={"cpu_percent": "37.5", "rss_bytes": str(200 * 1048576),
+                                                     "pages": "1234", "items": "321"})
+    manager = ManagerProcess(procs, cf.env, tmp_path / "m").start()
+    page = requests.get(f"{manager.url}/fleet", timeout=30)
+    assert page.status_code == 200, page.text
+    row = re.search(r'<tr data-job="far-away-job".*?</tr>', page.text, re.S).group(0)
+    for shown in ("universal", "far-host", "10.1.2.3", "1234", "321", "38 %", "200 MiB", "s ago"):
+        assert shown in row, (shown, row)
+    assert "Redis up" in page.text and "Kafka up" in page.text and "ZooKeeper up" in page.text
+    assert "no master runs" in page.text  # none started in this test
+
+
+def test_a_crawls_page_and_an_unknown_crawl(cf: Isolated, procs: Processes, tmp_path: Path) -> None:
+    redis = cf.redis()
+    redis.sadd(keys.CRAWLS, "shown")
+    redis.hset(keys.crawl("shown"), mapping={"state": "running", "spider_type": "list", "userid": "ann",
+                                             "url": "http://a.test/", "created": "1", "pages": "60", "items": "60"})
+    cf.mongo()["shown"].insert_many([{"url": f"http://a.test/{n}", "title": f"t{n}", "status": 200 if n % 3 else 404,
+                                      "fetched_at": f"2026-11-24T07:{n // 10:02d}:00Z", "body": {"n": n}}
+                                     for n in range(60)])
+    redis.hset(keys.crawl_reasons("shown"), mapping={"HTTP 404": 20, "dropped: DropItem": 3})
+    manager = ManagerProcess(procs, cf.env, tmp_path / "m").start()
+    page = requests.get(f"{manager.url}/crawls/shown", timeout=30)
+    assert page.status_code == 200, page.text
+    assert "<td>200</td><td>40</td>" in page.text and "<td>404</td><td>20</td>" in page.text
+    assert "page 1 of 3" in page.text and 'id="next"' in page.text
+    assert "<td>HTTP 404</td><td>20</td>" in page.text and "<td>dropped: DropItem</td><td>3</td>" in page.text
+    assert "/api/crawls/shown/export?format=jsonl" in page.text and "format=csv" in page.text
+    assert 'data-confirm="Stop crawl shown?' in page.text
+    assert '"total": 60' in page.text  # the progress chart's last point
+    fields = requests.get(f"{manager.url}/crawls/shown", params={"page": 3, "item": 0}, timeout=30).text
+    assert "every field" in fields
+    assert re.search(r'<th>body</th><td><pre>\{\s*"n": \d\s*\}</pre>', fields)  # page 3: the oldest items
+    missing = requests.get(f"{manager.url}/crawls/no-such-crawl", timeout=30)
+    assert missing.status_code == 404 and "There is no crawl no-such-crawl." in missing.text
+    listing = requests.get(f"{manager.url}/crawls", timeout=30).text
+    assert 'href="/crawls/shown"' in listing and 'data-live' in listing
+
+
+def test_a_jobs_log_is_tailed_then_followed(cf: Isolated, procs: Processes, tmp_path: Path) -> None:
+    manager = ManagerProcess(procs, cf.env, tmp_path / "m").start()
+    manager.post("schedule.json", {"project": "crawlfleet", "spider": "list", "jobid": "followed"})
+    manager.wait_state("followed", "running")
+
+    def tail() -> dict:
+        return requests.get(f"{manager.url}/api/logs/followed", timeout=10).json()
+
+    first = wait_for(lambda: tail() if tail().get("lines") else None, 60, "the job's first log lines")
+    log = manager.base / "logs" / "crawlfleet" / "list" / "followed.log"
+    assert first["offset"] == log.stat().st_size
+    with log.open("a") as out:
+        out.write("2026-11-26 10:00:00 [probe] WARNING: a line appended by the test\n")
+    followed = requests.get(f"{manager.url}/api/logs/followed", params={"offset": first["offset"]}, timeout=10).json()
+    assert "2026-11-26 10:00:00 [probe] WARNING: a line appended by the test" in followed["lines"]
+    page = requests.get(f"{manager.url}/logview/job/followed", timeout=10)
+    assert page.status_code == 200 and 'data-job="followed"' in page.text
+    assert requests.get(f"{manager.url}/api/logs/nobody", timeout=10).status_code == 404
+    manager.post("cancel.json", {"project": "crawlfleet", "job": "followed"})
+    manager.wait_state("followed", "finished")
+
+
+def test_the_stats_history_is_one_sample_a_minute_in_redis(cf: Isolated) -> None:
+    from manager import charts
+    from messaging.clock import RedisClock
+
+    redis = cf.redis()
+    assert charts.sample(redis, 10, 15) is True
+    assert charts.sample(redis, 10, 15) is False  # another manager (or call) in the same minute: one sample
+    (point,) = charts.history(redis, RedisClock(redis).now())
+    assert point["time"] % 60 == 0 and {"seeds", "queued", "leased", "workers", "pages_per_minute"} <= set(point)
+    redis.zadd(keys.STATS_HISTORY, {'{"time": 0}': 0})
+    assert len(charts.history(redis, RedisClock(redis).now())) == 1  # older than two hours: not shown
