@@ -56,6 +56,7 @@ COOKIES_ENABLED = True
 # --- items ----------------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {
     "spiders.pipelines.clean.CleanPipeline": 300,
+    "spiders.pipelines.metadata.MetadataPipeline": 350,
     "spiders.pipelines.extract.ExtractPipeline": 400,
     "spiders.pipelines.mongo.MongoPipeline": 900,
 }
