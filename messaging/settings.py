@@ -296,6 +296,20 @@ define("CRAWLFLEET_MONGO_BUFFER", 2000,
        "Items a worker holds while MongoDB is slow or unreachable; when full the worker stops taking tasks "
        "(back-pressure) and renews its leases until the items are written.", group="worker", parse=int)
 
+# --- warc: WARC archives written by the workers (spiders/warc) ----------------------------------------------------
+define("CRAWLFLEET_WARC_DIR", "",
+       "Directory of the workers' WARC files: when set, every worker writes what it fetches there (request, "
+       "response or revisit, and metadata records; gzip per record) with a CDXJ index beside each file. Empty: off.",
+       group="warc")
+define("CRAWLFLEET_WARC_MAX_SIZE", 1_000_000_000,
+       "Bytes after which a worker's WARC file is closed (and indexed) and the next one begun; a file ends within "
+       "one record of this.", group="warc", parse=int)
+define("CRAWLFLEET_WARC_PREFIX", "crawlfleet",
+       "First part of WARC file names: ``<prefix>-<timestamp>-<serial>-<job>.warc.gz``.", group="warc")
+define("CRAWLFLEET_WARC_DEDUP_ENTRIES", 1_000_000,
+       "Payload digests a worker remembers to write a duplicate as a ``revisit`` record (oldest forgotten first; "
+       "about 150 bytes each).", group="warc", parse=int)
+
 # --- manager: the scrapyd-compatible HTTP manager of a worker host (manager/) ----------------------------------
 define("CRAWLFLEET_MANAGER_BIND", "127.0.0.1",
        "Address the manager listens on. Any address but loopback requires CRAWLFLEET_MANAGER_AUTH (the manager "

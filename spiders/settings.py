@@ -27,6 +27,7 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
     "spiders.middlewares.useragent.RotatingUserAgentMiddleware": 500,
     "spiders.middlewares.status.HttpStatusCounterMiddleware": 860,  # every response as it came off the wire
+    "spiders.warc.middleware.WarcMiddleware": 870,  # WARC records when CRAWLFLEET_WARC_DIR is set (else left out)
     "spiders.middlewares.retry_after.RetryAfterMiddleware": 560,  # 429/503: block the domain cluster-wide
     "spiders.middlewares.decode.DecodeMiddleware": 585,  # decoded after decompression, before the spider
     # through a live proxy of the pool when CRAWLFLEET_PROXY_SPIDER_TYPES names the spider type (chosen when the task
