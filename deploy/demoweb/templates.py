@@ -158,7 +158,8 @@ def article_page(site: Site, origin: str, article_id: int) -> str:
     published = headline.published.isoformat()
     main = (
         f'<article class="article" itemscope itemtype="https://schema.org/NewsArticle">\n'
-        f'<h1 class="{site.theme.title}" itemprop="headline">{escape(headline.title)}</h1>\n'
+        f'<h1 class="{site.theme.title}">{escape(headline.title)}</h1>\n'
+        f'<meta itemprop="headline" content="{escape(headline.title)}">\n'
         f'<div class="{site.theme.byline}">'
         f'<span class="author">{label["by"]} <span itemprop="author">{escape(article.author)}</span></span> '
         f'<time datetime="{published}" itemprop="datePublished">{headline.published:%Y-%m-%d %H:%M}</time> '
