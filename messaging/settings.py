@@ -296,6 +296,15 @@ define("CRAWLFLEET_MONGO_BUFFER", 2000,
        "Items a worker holds while MongoDB is slow or unreachable; when full the worker stops taking tasks "
        "(back-pressure) and renews its leases until the items are written.", group="worker", parse=int)
 
+# --- worker: page work off the reactor (spiders/pipelines/pagework.py) -------------------------------------------
+define("CRAWLFLEET_PAGE_PROCESSES", 0,
+       "Processes a worker runs main-text extraction, Markdown and metadata in, off its reactor thread. 0: none "
+       "(the pipelines do the work in the reactor); -1: one when the host has more than one usable core per worker "
+       "(CRAWLFLEET_HOST_WORKERS), else none.", group="worker", parse=int)
+define("CRAWLFLEET_HOST_WORKERS", 1,
+       "Worker processes this host runs (for CRAWLFLEET_PAGE_PROCESSES=-1: cores per worker).", group="worker",
+       parse=int)
+
 # --- warc: WARC archives written by the workers (spiders/warc) ----------------------------------------------------
 define("CRAWLFLEET_WARC_DIR", "",
        "Directory of the workers' WARC files: when set, every worker writes what it fetches there (request, "

@@ -57,6 +57,7 @@ COOKIES_ENABLED = True
 # --- items ----------------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {
     "spiders.pipelines.clean.CleanPipeline": 300,
+    "spiders.pipelines.pagework.PageWorkPipeline": 340,  # in a process pool when CRAWLFLEET_PAGE_PROCESSES allows
     "spiders.pipelines.metadata.MetadataPipeline": 350,
     "spiders.pipelines.extract.ExtractPipeline": 400,
     "spiders.pipelines.mongo.MongoPipeline": 900,

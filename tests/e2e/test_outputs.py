@@ -26,8 +26,11 @@ def site_model(demoweb: dict[str, Any], name: str) -> Any:
     return next(s for s in build_sites(demoweb["pages"]) if getattr(s, "name", None) == name)
 
 
-def test_items_carry_markdown_and_metadata_unless_the_crawl_chooses_otherwise(fleet: Any) -> None:
+@pytest.mark.parametrize("page_processes", ["0", "1"], ids=["on-the-reactor", "in-a-process-pool"])
+def test_items_carry_markdown_and_metadata_unless_the_crawl_chooses_otherwise(fleet: Any,
+                                                                            page_processes: str) -> None:
     news, china = site_model(fleet.demoweb, NEWS), site_model(fleet.demoweb, CHINA)
+    fleet.env["CRAWLFLEET_PAGE_PROCESSES"] = page_processes
     fleet.start(list_workers=1, universal_workers=1)
     fleet.submit(
         {"userid": "alice", "crawlid": "news-outputs", "spider_type": "list", "url": fleet.url(NEWS, "/world/"),
@@ -61,6 +64,8 @@ def test_items_carry_markdown_and_metadata_unless_the_crawl_chooses_otherwise(fl
             assert f"<p>{paragraph}</p>" in html.replace("&quot;", '"').replace("&#39;", "'")
         assert "Advertisement" not in markdown and item["text"]
     assert broken_seen >= 1
+    worker_logs = "".join(fleet.procs.log(proc) for proc in fleet.workers.values())
+    assert ("page work (extraction, Markdown, metadata) in 1 process(es)" in worker_logs) == (page_processes == "1")
 
     items = fleet.items("china-text-only")
     assert len(items) == china.articles
