@@ -38,8 +38,13 @@ _NO_TARGET = ("javascript:", "vbscript:", "data:", "mailto:")
 _ADJACENT_STRONG = re.compile(r"(?<![\\*])\*\*\*\*(?!\*)")
 
 
+_SPECIAL_CHARS = frozenset("\\`*_[]<&!")
+
+
 def escape_text(text: str) -> str:
     """``text`` with the characters that would start inline Markdown syntax escaped."""
+    if _SPECIAL_CHARS.isdisjoint(text):  # most text: one pass in C, no regex
+        return text
     return _SPECIAL.sub(r"\\\g<0>", text)
 
 
@@ -185,7 +190,9 @@ def inline_lines(element: LexborNode, base: str | None, images: bool = False) ->
             for depth in range(len(frames) - 1, 0, -1):
                 frames[depth - 1].add_closed(frames[depth])
             text = " ".join("".join(plain).split())
-            markdown = _ADJACENT_STRONG.sub("", " ".join("".join(frames[0].parts).split()))
+            markdown = " ".join("".join(frames[0].parts).split())
+            if "****" in markdown:
+                markdown = _ADJACENT_STRONG.sub("", markdown)
             lines.append(Line(text, escape_line_start(markdown)))
             frames = [frame.fresh() for frame in frames]
         else:

@@ -131,15 +131,26 @@ class _Renderer:
         return marker
 
 
-def _data_tables(renderer: _Renderer, selected: list[Block]) -> set[int]:
+def _groups(renderer: _Renderer, selected: list[Block]) -> tuple[dict[int, list[Block]], dict[int, list[Block]]]:
+    """The selected blocks of each table and of each ``<pre>``, in order."""
+    tables: dict[int, list[Block]] = {}
+    pres: dict[int, list[Block]] = {}
+    for block in selected:
+        context = renderer.context(block.element)
+        if context.table >= 0:
+            tables.setdefault(context.table, []).append(block)
+        if context.pre >= 0:
+            pres.setdefault(context.pre, []).append(block)
+    return tables, pres
+
+
+def _data_tables(renderer: _Renderer, tables: dict[int, list[Block]]) -> set[int]:
     """The tables of the selection that are data tables (see the module docstring)."""
     cells: dict[int, dict[int, set[int]]] = {}  # table -> row -> cells
     chars: dict[int, list[int]] = {}  # table -> [characters, cells]
     seen_cells: set[int] = set()
-    for block in selected:
+    for block in (block for members in tables.values() for block in members):
         context = renderer.context(block.element)
-        if context.table < 0:
-            continue
         cells.setdefault(context.table, {}).setdefault(context.row, set()).add(context.cell)
         totals = chars.setdefault(context.table, [0, 0])
         totals[0] += block.chars
@@ -207,7 +218,8 @@ def render_markdown(blocks: list[Block], selected: list[Block], tree: Tree, base
     if not selected:
         return ""
     renderer = _Renderer(blocks, selected, tree, base_url, images)
-    data_tables = _data_tables(renderer, selected)
+    tables, pres = _groups(renderer, selected)
+    data_tables = _data_tables(renderer, tables)
     units: list[_Unit] = []
     done_tables: set[int] = set()
     done_pre: set[int] = set()
@@ -218,14 +230,13 @@ def render_markdown(blocks: list[Block], selected: list[Block], tree: Tree, base
         if context.table in data_tables:
             if context.table not in done_tables:
                 done_tables.add(context.table)
-                members = [b for b in selected if renderer.context(b.element).table == context.table]
-                units.append(_Unit(_table(renderer, members), context.quotes))
+                units.append(_Unit(_table(renderer, tables[context.table]), context.quotes))
             continue
         indent = "".join(" " * len(renderer.marker(item)) for item in context.items[:-1])
         if context.pre >= 0:
             if context.pre not in done_pre:
                 done_pre.add(context.pre)
-                members = [b.text for b in selected if renderer.context(b.element).pre == context.pre]
+                members = [b.text for b in pres[context.pre]]
                 units.append(_Unit(_fenced(tree, context.pre, members, indent), context.quotes))
             continue
         if context.heading:
