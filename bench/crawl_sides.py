@@ -49,6 +49,11 @@ START_TIMEOUT = 90.0
 SERVICE_GROUPS = {"redis": "redis", "mongodb": "mongo", "kafka": "kafka", "zookeeper": "zookeeper"}
 
 
+# Settings taken from the benchmark's own environment into every side's processes (issue 26: page work off the
+# reactor, on or off, for all sides alike).
+PASSED_SETTINGS = ("CRAWLFLEET_PAGE_PROCESSES", "CRAWLFLEET_HOST_WORKERS")
+
+
 @dataclass
 class SideResult:
     side: str
@@ -124,6 +129,9 @@ class CrawlBench:
 
     def _child_env(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("CRAWLFLEET_")}
+        for name in PASSED_SETTINGS:  # what a run compares (page work in a pool or not) reaches every side
+            if name in os.environ:
+                env[name] = os.environ[name]
         env.update(
             PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
             SCRAPY_SETTINGS_MODULE="spiders.settings",

@@ -1,7 +1,7 @@
 """Score crawlfleet's main-text extractor on the extraction-dev set, side by side with trafilatura and readability.
 
     python -m bench.extraction [--data DIR] [--limit N] [--no-compare] [--split all|tune|holdout]
-                               [--timing-repeat K] [--json]
+                               [--timing-repeat K] [--markdown] [--json]
 
 Per source, per language and per (source, language) it prints precision, recall, F1 (see
 ``bench.extraction_score``) and the number of empty outputs; per extractor the median wall-clock and CPU
@@ -15,6 +15,10 @@ crawlfleet is given the raw bytes (so its time includes decoding); the competito
 parameters are chosen on one and reported on the other (see ``bench.extraction_tune``).
 With ``--json`` the last line is ``{"f1": {"daniel/zh": ..., ...}, "ms_median": ..., "cpu_ms_median": ...,
 "ms_max": ..., "empty": ..., "crashes": ..., "competitors": {...}}``.
+
+``--markdown`` adds the Markdown main text (``bench.extraction_markdown``): the Markdown read as text scored
+beside the text field, the structure score (headings, list items, table cells) beside trafilatura's Markdown,
+and the render's share of the extraction's CPU time (the JSON line gets a ``"markdown"`` entry).
 """
 
 from __future__ import annotations
@@ -233,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-compare", action="store_true", help="skip trafilatura and readability-lxml")
     parser.add_argument("--split", choices=("all", "tune", "holdout"), default="all", help="site fold to score")
     parser.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    parser.add_argument("--markdown", action="store_true", help="score the Markdown output too (text, structure, cost)")
     parser.add_argument(
         "--timing-repeat", type=int, default=1, metavar="K", help="time each page K times and keep the fastest"
     )
@@ -245,9 +250,19 @@ def main(argv: list[str] | None = None) -> None:
         runs += [("trafilatura", trafilatura_extractor()), ("readability-lxml", readability_extractor())]
     results = [run_extractor(name, extractor, pages, max(1, args.timing_repeat)) for name, extractor in runs]
     print_table(results)
+    markdown_runs = []
+    if args.markdown:
+        from bench.extraction_markdown import print_markdown, run_markdown
+
+        markdown_runs = run_markdown(pages, compare=not args.no_compare, repeat=max(1, args.timing_repeat))
+        print_markdown(markdown_runs)
     if args.json:
         summary = headline(results[0])
         summary["competitors"] = {r.name: headline(r) for r in results[1:]}
+        if markdown_runs:
+            from bench.extraction_markdown import summary as markdown_summary
+
+            summary["markdown"] = markdown_summary(markdown_runs)
         print(json.dumps(summary, sort_keys=True))
 
 

@@ -12,6 +12,7 @@ from deploy import cli_fleet
 from deploy.cli_demo import demo
 from deploy.cli_demoweb import demoweb
 from deploy.cli_errors import FriendlyGroup
+from deploy.cli_export import export
 from deploy.cli_manager import manager
 from deploy.cli_master import master
 from deploy.cli_messaging import COMMANDS as MESSAGING_COMMANDS
@@ -39,6 +40,7 @@ main.add_command(master)
 main.add_command(worker)
 main.add_command(manager)
 main.add_command(proxies)
+main.add_command(export)
 main.add_command(cli_fleet.up)
 main.add_command(cli_fleet.down)
 main.add_command(cli_fleet.fleet)

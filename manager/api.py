@@ -20,6 +20,7 @@ from twisted.web import http, resource, server
 
 from manager import charts, fleet
 from manager.console import LogApi
+from manager.export import CrawlExport
 from manager.webservice import ApiError, JsonResource, write_json
 from messaging.clock import RedisClock
 from messaging.redis_monitor.plugins import Context
@@ -119,7 +120,8 @@ def arg_user(request: Any) -> str:
 
 
 class Crawls(resource.Resource):
-    """``/api/crawls`` (list) and ``/api/crawls/<crawlid>`` (info) and ``/api/crawls/<crawlid>/stop``."""
+    """``/api/crawls`` (list), ``/api/crawls/<crawlid>`` (info), ``/api/crawls/<crawlid>/stop`` and
+    ``/api/crawls/<crawlid>/export?format=jsonl|csv`` (:mod:`manager.export`)."""
 
     def __init__(self, manager: Any) -> None:
         super().__init__()
@@ -138,6 +140,9 @@ class Crawls(resource.Resource):
         if rest == [b"stop"]:
             request.postpath = []
             return StopCrawl(self.manager, crawlid)
+        if rest == [b"export"]:
+            request.postpath = []
+            return CrawlExport(self.manager, crawlid)
         if not rest or rest == [b""]:
             return CrawlInfo(self.manager, crawlid)
         return resource.NoResource()

@@ -380,6 +380,29 @@ define("CRAWLFLEET_RENDER_MIN_TEXT", 200,
        "``render: auto``: characters of visible text below which a static content page counts as having no main "
        "text (rendered).", group="render", parse=int)
 
+# --- worker: page work off the reactor (spiders/pipelines/pagework.py) -------------------------------------------
+define("CRAWLFLEET_PAGE_PROCESSES", 0,
+       "Processes a worker runs main-text extraction, Markdown and metadata in, off its reactor thread. 0: none "
+       "(the pipelines do the work in the reactor); -1: one when the host has more than one usable core per worker "
+       "(CRAWLFLEET_HOST_WORKERS), else none.", group="worker", parse=int)
+define("CRAWLFLEET_HOST_WORKERS", 1,
+       "Worker processes this host runs (for CRAWLFLEET_PAGE_PROCESSES=-1: cores per worker).", group="worker",
+       parse=int)
+
+# --- warc: WARC archives written by the workers (spiders/warc) ----------------------------------------------------
+define("CRAWLFLEET_WARC_DIR", "",
+       "Directory of the workers' WARC files: when set, every worker writes what it fetches there (request, "
+       "response or revisit, and metadata records; gzip per record) with a CDXJ index beside each file. Empty: off.",
+       group="warc")
+define("CRAWLFLEET_WARC_MAX_SIZE", 1_000_000_000,
+       "Bytes after which a worker's WARC file is closed (and indexed) and the next one begun; a file ends within "
+       "one record of this.", group="warc", parse=int)
+define("CRAWLFLEET_WARC_PREFIX", "crawlfleet",
+       "First part of WARC file names: ``<prefix>-<timestamp>-<serial>-<job>.warc.gz``.", group="warc")
+define("CRAWLFLEET_WARC_DEDUP_ENTRIES", 1_000_000,
+       "Payload digests a worker remembers to write a duplicate as a ``revisit`` record (oldest forgotten first; "
+       "about 150 bytes each).", group="warc", parse=int)
+
 # --- manager: the scrapyd-compatible HTTP manager of a worker host (manager/) ----------------------------------
 define("CRAWLFLEET_MANAGER_BIND", "127.0.0.1",
        "Address the manager listens on. Any address but loopback requires CRAWLFLEET_MANAGER_AUTH (the manager "

@@ -31,6 +31,7 @@ DOWNLOADER_MIDDLEWARES = {
     "spiders.middlewares.useragent.RotatingUserAgentMiddleware": 500,
     "spiders.middlewares.status.HttpStatusCounterMiddleware": 860,  # every response as it came off the wire
     "spiders.middlewares.adaptive.DownloadSampleMiddleware": 870,  # latency and errors of adaptive sites
+    "spiders.warc.middleware.WarcMiddleware": 880,  # WARC records when CRAWLFLEET_WARC_DIR is set (else left out)
     "spiders.middlewares.retry_after.RetryAfterMiddleware": 560,  # 429/503: block the domain cluster-wide
     "spiders.middlewares.decode.DecodeMiddleware": 585,  # decoded after decompression, before the spider
     "spiders.middlewares.conditional.ConditionalMiddleware": 575,  # revisits: If-None-Match, 304, main-text digest
@@ -70,6 +71,8 @@ COOKIES_ENABLED = True
 # --- items ----------------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {
     "spiders.pipelines.clean.CleanPipeline": 300,
+    "spiders.pipelines.pagework.PageWorkPipeline": 340,  # in a process pool when CRAWLFLEET_PAGE_PROCESSES allows
+    "spiders.pipelines.metadata.MetadataPipeline": 350,
     "spiders.pipelines.extract.ExtractPipeline": 400,
     "spiders.pipelines.mongo.MongoPipeline": 900,
 }

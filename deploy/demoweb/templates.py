@@ -7,6 +7,7 @@ canonical link and the sitemaps are absolute (``origin`` is ``http://name:port``
 
 from __future__ import annotations
 
+import json
 from datetime import date, timedelta
 from html import escape
 
@@ -156,10 +157,12 @@ def article_page(site: Site, origin: str, article_id: int) -> str:
                        f"<p>{escape(text)}</p></div>" for user, text in article.comments)
     published = headline.published.isoformat()
     main = (
-        f'<article class="article">\n<h1 class="{site.theme.title}">{escape(headline.title)}</h1>\n'
+        f'<article class="article" itemscope itemtype="https://schema.org/NewsArticle">\n'
+        f'<h1 class="{site.theme.title}">{escape(headline.title)}</h1>\n'
+        f'<meta itemprop="headline" content="{escape(headline.title)}">\n'
         f'<div class="{site.theme.byline}">'
-        f'<span class="author">{label["by"]} {escape(article.author)}</span> '
-        f'<time datetime="{published}">{headline.published:%Y-%m-%d %H:%M}</time> '
+        f'<span class="author">{label["by"]} <span itemprop="author">{escape(article.author)}</span></span> '
+        f'<time datetime="{published}" itemprop="datePublished">{headline.published:%Y-%m-%d %H:%M}</time> '
         f'<a class="section" href="{site.list_path(headline.section)}">'
         f"{escape(site.section_label(headline.section))}</a></div>\n"
         f'<div class="{site.theme.body}">\n{body}\n</div>\n'
@@ -169,8 +172,40 @@ def article_page(site: Site, origin: str, article_id: int) -> str:
         f"{comments}</section>"
     )
     head = (f'\n<meta name="description" content="{escape(headline.summary)}">'
-            f'\n<meta property="article:published_time" content="{published}">')
+            f'\n<meta property="article:published_time" content="{published}">'
+            f"{article_metadata(site, origin, article_id)}")
     return layout(site, origin, f"{headline.title} - {site.title}", main, canonical=headline.path, head=head)
+
+
+MALFORMED_JSON_LD_EVERY = 7  # every 7th story also carries a JSON-LD block that is not JSON (as real CMSs do)
+
+
+def article_metadata(site: Site, origin: str, article_id: int) -> str:
+    """OpenGraph, Twitter card and JSON-LD of a story, as news sites write them (the crawl stores them as
+    ``metadata``); stories whose id is a multiple of ``MALFORMED_JSON_LD_EVERY`` add a broken breadcrumb block."""
+    article = site.article(article_id)
+    headline = article.headline
+    url = f"{origin}{headline.path}"
+    image = f"{origin}/static/ad.gif"
+    section = site.section_label(headline.section)
+    modified = (headline.published + timedelta(hours=1 + article_id % 5)).isoformat()
+    data = {"@context": "https://schema.org", "@type": "NewsArticle", "headline": headline.title,
+            "datePublished": headline.published.isoformat(), "dateModified": modified,
+            "author": [{"@type": "Person", "name": article.author}], "articleSection": section,
+            "inLanguage": site.language.code, "image": image, "mainEntityOfPage": url,
+            "publisher": {"@type": "Organization", "name": site.title}}
+    block = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    tags = [("og:type", "article"), ("og:title", headline.title), ("og:url", url), ("og:image", image),
+            ("og:site_name", site.title), ("article:section", section), ("article:modified_time", modified)]
+    meta = "".join(f'\n<meta property="{name}" content="{escape(value)}">' for name, value in tags)
+    meta += ('\n<meta name="twitter:card" content="summary">'
+             f'\n<meta name="twitter:title" content="{escape(headline.title)}">')
+    broken = ""
+    if article_id % MALFORMED_JSON_LD_EVERY == 0:
+        broken = ('\n<script type="application/ld+json">{"@type": "BreadcrumbList", "itemListElement": '
+                  '[{"@type": "ListItem", "position": 1,</script>')
+    return f'{meta}\n<script type="application/ld+json">{block}</script>{broken}'
+
 
 
 def _related(site: Site, article_id: int) -> str:

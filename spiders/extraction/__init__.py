@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache, partial
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from spiders.encoding import decode_html, repair_mojibake
 from spiders.extraction.article import without_forms
@@ -31,16 +31,18 @@ from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counte
 from spiders.extraction.labels import is_byline_line, is_dated_label
 from spiders.extraction.lines import without_adjacent_repeats
 from spiders.extraction.links import Site, page_site, unknown_site
+from spiders.extraction.markdown import render_markdown
 from spiders.extraction.parse import clip, clip_bytes, hide_screen_reader_text, parse_html
 from spiders.extraction.title import find_title
 
-__all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select_and_join"]
+__all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select", "select_and_join"]
 
 
 class Extracted(TypedDict):
     text: str
     title: str | None
     published: str | None
+    markdown: NotRequired[str]  # with ``markdown=True`` only
 
 
 @dataclass(slots=True)
@@ -96,7 +98,7 @@ def prepare(html: str, params: Params | None = None, url: str | None = None) -> 
     return Prepared(blocks, tree, title, headline, published, kind == PRODUCT, kind == DISCUSSION, site)
 
 
-def _selected(prepared: Prepared, params: Params | None) -> list[Block]:
+def select(prepared: Prepared, params: Params | None = None) -> list[Block]:
     """The blocks of the main text; a discussion's counters ("12", "#3") and repeated badges left out."""
     params = params or Params()
     selected = select_blocks(prepared.blocks, prepared.tree, params, prepared.headline, prepared.product, prepared.site)
@@ -118,21 +120,24 @@ def _selected(prepared: Prepared, params: Params | None) -> list[Block]:
 
 def select_and_join(prepared: Prepared, params: Params | None = None) -> str:
     """The main text of a prepared page: the selected blocks, one per line."""
-    return "\n".join(block.text for block in _selected(prepared, params))
+    return "\n".join(block.text for block in select(prepared, params))
 
 
-def extract(html: str | bytes, url: str | None = None, *, params: Params | None = None) -> Extracted:
+def extract(html: str | bytes, url: str | None = None, *, params: Params | None = None,
+            markdown: bool = False, images: bool = False) -> Extracted:
     """Extract a page's main text, title and publication date.
 
     ``html`` is the page as text, or as raw bytes (decoded by :func:`spiders.encoding.decode_html`). ``url`` (or,
     without it, the page's canonical link) only tells links to the page's own site from links elsewhere; no
     rule depends on which site a page comes from.
+    With ``markdown`` the result also holds the main text as CommonMark (``markdown.py``; ``images`` keeps the
+    images inside its lines).
     Never raises on malformed input: a page without text gives ``{"text": "", "title": None, "published": None}``.
     """
     if isinstance(html, bytes | bytearray):
         html, _ = decode_html(clip_bytes(bytes(html)))
     prepared = prepare(html or "", params, url)
-    selected = _selected(prepared, params)
+    selected = select(prepared, params)
     published = prepared.published
     if published is None and selected:  # no metadata: look for a dated byline around the start of the text
         first = selected[0].index
@@ -140,4 +145,8 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
         published = find_published(None, nearby)
     text = repair_mojibake("\n".join(block.text for block in selected))
     title = repair_mojibake(prepared.title) if prepared.title else prepared.title
-    return {"text": text, "title": title, "published": published}
+    extracted: Extracted = {"text": text, "title": title, "published": published}
+    if markdown:
+        rendered = render_markdown(prepared.blocks, selected, prepared.tree, url, images)
+        extracted["markdown"] = repair_mojibake(rendered)
+    return extracted

@@ -2,6 +2,8 @@
 
     ITEM_PIPELINES = {
         "spiders.pipelines.clean.CleanPipeline": 300,      # tidy text fields, drop items missing required fields
+        "spiders.pipelines.pagework.PageWorkPipeline": 340,  # the next two in a process pool, when on
+        "spiders.pipelines.metadata.MetadataPipeline": 350,  # JSON-LD, microdata, OpenGraph, Twitter cards
         "spiders.pipelines.extract.ExtractPipeline": 400,  # main text, title, date from the page's HTML
         "spiders.pipelines.mongo.MongoPipeline": 900,      # batched, acknowledged writes, one collection per crawl
     }
@@ -25,6 +27,8 @@ from spiders.dupefilter import crawlfleet_settings
 
 ITEM_PIPELINES = {
     "spiders.pipelines.clean.CleanPipeline": 300,
+    "spiders.pipelines.pagework.PageWorkPipeline": 340,
+    "spiders.pipelines.metadata.MetadataPipeline": 350,
     "spiders.pipelines.extract.ExtractPipeline": 400,
     "spiders.pipelines.mongo.MongoPipeline": 900,
 }

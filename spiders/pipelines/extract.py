@@ -2,9 +2,12 @@
 ``ITEM_PIPELINES = {"spiders.pipelines.extract.ExtractPipeline": 400}``.
 
 An item that carries ``_html`` (the decoded page of a detail/content page) goes through
-:func:`spiders.extraction.extract`; the item gets ``text``, ``title`` and ``published``, and ``_html`` is popped
-(it is never stored). What the crawl's rule extracted wins over the extraction's guess: a non-empty ``title`` (or
-``published``, or ``text``) of the item is kept.
+:func:`spiders.extraction.extract`; the item gets ``text``, ``markdown`` (the main text as CommonMark,
+``spiders.extraction.markdown``), ``title`` and ``published``, and ``_html`` is popped (it is never stored). The
+crawl's rule may choose its outputs (``"outputs": ["text", "markdown", "metadata"]``, all three by default; the
+spider hands the choice over as ``_outputs``, popped here): ``text`` and ``markdown`` only when chosen. What the
+crawl's rule extracted wins over the extraction's guess: a non-empty ``title`` (or ``published``, or ``text``) of
+the item is kept.
 
 Extraction is CPU work (about 5 ms a page), not a network wait, so it runs right here in the reactor thread: a
 thread would only add a hand-over and contend for the GIL. It must never cost an item: when it raises, the item
@@ -24,7 +27,15 @@ from spiders.pipelines import close_counters, cluster_counters
 logger = logging.getLogger(__name__)
 
 FAILED = "extract:failed"  # the cluster counter's plugin name
-EXTRACTED = ("text", "title", "published")
+EXTRACTED = ("text", "markdown", "title", "published")
+OUTPUTS = ("text", "markdown", "metadata")  # what a rule's "outputs" may choose (messaging/schemas/common.json)
+CHOSEN = ("text", "markdown")  # the fields stored only when the crawl chose them
+
+
+def chosen_outputs(item: dict[str, Any]) -> Any:
+    """The crawl's outputs for this item: its rule's ``outputs``, else all of them."""
+    outputs = item.get("_outputs")
+    return OUTPUTS if outputs is None else outputs
 
 
 class ExtractPipeline:
@@ -43,13 +54,20 @@ class ExtractPipeline:
         if "_html" not in item:
             return item
         html = item.pop("_html")
+        outputs = chosen_outputs(item)
+        item.pop("_outputs", None)
         url = item.get("url")
         try:
-            extracted = self.extractor(html or "", url)
+            if "markdown" in outputs:
+                extracted = self.extractor(html or "", url, markdown=True)
+            else:
+                extracted = self.extractor(html or "", url)
         except Exception as exc:  # a bug on one odd page must not lose the item: it is stored without text
             self._failed(url, exc)
             return item
         for field in EXTRACTED:
+            if field in CHOSEN and field not in outputs:
+                continue
             if not item.get(field):
                 item[field] = extracted.get(field)
         if self.stats is not None:

@@ -7,7 +7,8 @@ rule (read once per crawl from ``crawl:<crawlid>``, built once per crawl here) a
 
 - items: the rule's fields plus what every item carries (``url``, ``crawlid``, ``spider_type``, ``fetched_at``,
   ``status``, ``encoding``, ``etag``, ``last_modified``, ``depth``, ``referer``; ``_html`` on content pages for the
-  main-text extraction, ``_required`` for the clean pipeline);
+  main-text extraction, ``_outputs`` (the rule's ``outputs``) when the rule chooses them, ``_required`` for the
+  clean pipeline);
 - requests for the links to follow, which :class:`spiders.worker.output.TaskOutputMiddleware` turns into child tasks.
 
 A rule that fails on a page (an XPath error at run time, a rule that cannot be built) is logged and counted in the
@@ -109,7 +110,8 @@ class FleetSpider(scrapy.Spider):
         if unchanged(response):  # a revisit found the page as it was (304 or the same main text): nothing new
             return
         catalog = getattr(self, "fleet_catalog", None)
-        rule = self.rule_for(catalog.get(task.crawlid) if catalog is not None else None)
+        crawl = catalog.get(task.crawlid) if catalog is not None else None
+        rule = self.rule_for(crawl)
         if rule is None:
             return
         result, content = self.apply(rule, response, task)
@@ -122,10 +124,13 @@ class FleetSpider(scrapy.Spider):
                 yield Request(link.url, meta={"fleet_callback": link.callback, "fleet_meta": link.meta})
             except ValueError as exc:  # a link the page gives that is no URL
                 logger.debug("skipped link %r: %s", link.url, exc)
+        outputs = crawl.rule.get("outputs") if content and crawl is not None else None
         for fields in result.items:
             item = self.item(response, task, fields, getattr(rule, "required", ()), content)
             if recorded:
                 item["robots_meta"] = recorded
+            if outputs is not None:  # the crawl's choice of extracted fields (text, markdown, metadata)
+                item["_outputs"] = list(outputs)
             yield item
 
     def _obey_robots_meta(self, rule: Any, response: Response, result: PageResult) -> list[str]:
