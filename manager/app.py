@@ -33,6 +33,7 @@ from manager.poller import QueuePoller
 from manager.queue import SqlitePendingQueue
 from manager.registry import ManagerRegistry
 from messaging import clients
+from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,6 +58,7 @@ class Manager:
         self.gateway = KafkaGateway(config.settings)
         self._redis: Any = None
         self.host = config.node_name or socket.gethostname()
+        self.registry_outage = OutageLog(logger, "manager: the registry heartbeat (Redis)")
 
     # --- blocking work, off the reactor -----------------------------------------------------------------------------
     @property
@@ -130,7 +132,8 @@ class Manager:
                 self.host, config.url, config.node_name, config.max_proc, running, pending)
 
         d = self.in_thread(beat)
-        d.addErrback(lambda f: logger.warning("manager registry heartbeat failed: %s", f.getErrorMessage()))
+        d.addCallbacks(lambda _: self.registry_outage.ok(), lambda f: self.registry_outage.failed(f.value))
+        d.addCallback(lambda _: None)
         return d
 
     def leave(self) -> None:

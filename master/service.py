@@ -23,6 +23,8 @@ import os
 import threading
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from frontier.registry import WorkerRegistry
 from frontier.weights import minute_of
 from master.dispatcher import DispatchConfig, Dispatcher
@@ -33,6 +35,7 @@ from master.staging import LeadershipLost, send_dead_letters
 from messaging import clients, modules
 from messaging.clock import RedisClock
 from messaging.identity import node_name
+from messaging.outage import OutageLog
 from messaging.settings import Settings
 from messaging.siteconfig import SitePaths
 from messaging.stats import Stats
@@ -41,6 +44,7 @@ logger = logging.getLogger(__name__)
 STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
 REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
+OUTAGE_RETRY_SECONDS = 0.5  # while Redis is away, a dispatch round is retried this often
 
 
 class MasterService:
@@ -55,6 +59,8 @@ class MasterService:
         self._producer: Any = None
         self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)
+        self.dispatch_outage = OutageLog(logger, "master: dispatch rounds (Redis)")
+        self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")
 
     def run(self) -> None:
         """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
@@ -91,11 +97,19 @@ class MasterService:
             reporter.start()
             next_leaves = 0.0
             while not lost.is_set() and not self.leadership.stopping.is_set():
-                now = self.clock.now()
-                if now >= next_leaves:
-                    self._leaves(requeuer, now)
-                    next_leaves = now + LEAVE_CHECK_SECONDS
-                result = dispatcher.round(now)
+                try:
+                    now = self.clock.now()
+                    if now >= next_leaves:
+                        self._leaves(requeuer, now)
+                        next_leaves = now + LEAVE_CHECK_SECONDS
+                    result = dispatcher.round(now)
+                except LeadershipLost:
+                    raise
+                except RedisError as exc:  # Redis away: keep the leadership (the epoch fences), retry the round
+                    self.dispatch_outage.failed(exc)
+                    lost.wait(max(settings.dispatch_interval, OUTAGE_RETRY_SECONDS))
+                    continue
+                self.dispatch_outage.ok()
                 if result.total:
                     logger.debug("dispatched %s", result.placed)
                 else:
@@ -110,19 +124,14 @@ class MasterService:
     def _report(self, finisher: Finisher, done: threading.Event) -> None:
         """The leader's second thread: finished crawls (``crawl_finished`` events) and dead letters go to Kafka here,
         so that neither a slow producer nor the finisher's sweep of ``seeds`` ever holds back a dispatch round."""
-        failing = False
         while not done.is_set():
             try:
                 finisher.check(self.clock.now())
                 send_dead_letters(self.redis, self._send_failed)
-                if failing:
-                    logger.info("master: reporting finished crawls and dead letters works again")
-                failing = False
             except Exception as exc:  # Redis or Kafka away: one line when it starts failing, the loop goes on
-                if not failing:
-                    logger.warning("master: cannot report finished crawls or dead letters (%s: %s); retrying",
-                                   type(exc).__name__, exc)
-                failing = True
+                self.report_outage.failed(exc)
+            else:
+                self.report_outage.ok()
             done.wait(self.settings.finish_interval)
 
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
