@@ -145,18 +145,34 @@ class MasterService:
                 self.stats.incr("requeued", moved)
 
     def _send(self, event: dict[str, Any]) -> None:
+        """Produce one event and wait for Kafka's acknowledgement; on failure the producer is discarded with what
+        it buffers, so that the event is not delivered late *and* again by the finisher's next attempt."""
         producer = self._kafka()
-        producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
-        producer.flush(timeout=30)
+        try:
+            producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
+            producer.flush(timeout=30)
+        except Exception:
+            self._discard(producer)
+            raise
+
+    def _discard(self, producer: Any) -> None:
+        with self._producer_lock:
+            if self._producer is producer:
+                self._producer = None
+        clients.discard_producer(producer)
 
     def _send_failed(self, records: list[dict[str, Any]]) -> None:
         """Dead letters to the failed topic (keyed by crawl), acknowledged before this returns."""
         producer = self._kafka()
         futures = [producer.send(self.settings.topic_failed, record, key=record.get("crawlid") or None)
                    for record in records]
-        producer.flush(timeout=30)
-        for future in futures:
-            future.get(timeout=30)
+        try:
+            producer.flush(timeout=30)
+            for future in futures:
+                future.get(timeout=30)
+        except Exception:
+            self._discard(producer)
+            raise
 
     def _kafka(self) -> Any:
         with self._producer_lock:

@@ -100,6 +100,19 @@ def kafka_producer(settings: Settings | None = None, **kwargs: Any) -> Any:
     return KafkaProducer(**options)
 
 
+def discard_producer(producer: Any) -> None:
+    """Close a producer *without* delivering what it still buffers: after a send that failed or timed out, the
+    record may still sit in the producer and reach Kafka when it returns, besides the retry that the caller makes
+    (a ``crawl_finished`` event was once delivered twice that way). Never blocks."""
+    sender = getattr(producer, "_sender", None)
+    if sender is not None:
+        sender.force_close()  # kafka-python: abort the buffered batches instead of sending them
+    try:
+        producer.close(timeout=0)
+    except Exception:  # closing a producer that cannot flush: nothing left to do with it
+        pass
+
+
 def kafka_consumer(settings: Settings | None = None, *topics: str, **kwargs: Any) -> Any:
     """A consumer with manual commits (commit after the work is durable) and the configured group timeouts."""
     from kafka import KafkaConsumer

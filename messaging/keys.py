@@ -51,6 +51,20 @@ def crawl(crawlid: str) -> str:
     return f"crawl:{crawlid}"
 
 
+# --- exact counts of a crawl (hash tag: the crawl) ---------------------------------------------------------------
+def crawl_counted(crawlid: str) -> str:
+    """hash: a page's canonical-URL fingerprint (hex) -> what its first processing counted: its items, or
+    ``f:<reason>`` when it failed. Changed with ``crawl_totals`` in one script (``spiders.worker.commit``)."""
+    return f"crawl:{{{crawlid}}}:counted"
+
+
+def crawl_totals(crawlid: str) -> str:
+    """hash: the crawl's exact counts: ``pages`` and ``items`` once per canonical URL, ``restored`` (pages processed
+    again), ``failed:<reason>`` (failed pages by reason), ``start`` (why the start URL failed). ``pages`` and
+    ``items`` of ``crawl:<crawlid>`` mirror them (``messaging.counts``)."""
+    return f"crawl:{{{crawlid}}}:totals"
+
+
 # --- a worker's domain queues and leases (hash tag: the domain) --------------------------------------------------
 def queue(job: str, domain: str) -> str:
     """zset: job's tasks for one domain (score: priority order)."""

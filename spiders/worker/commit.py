@@ -12,10 +12,11 @@ batch of them in a few round trips, whatever its size:
 3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
 4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child.
-5. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
-   released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, and
-   the journal entries removed, in one pipeline. A crash between 5's two halves loses a few weight counts, never
-   a crawl's end.
+5. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
+   ``restored``; failures by reason: :mod:`messaging.counts`), one script per crawl, mirrored into ``crawl:<id>``.
+6. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
+   released, atomically per domain; then the journal entries removed and the weights' completion count. A crash
+   anywhere leaves the task to be processed again, which counts as ``restored``: a page is counted exactly once.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ logger = logging.getLogger(__name__)
 JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
 
 ADMIT_LUA = Path(__file__).with_name("lua") / "admit.lua"
+COUNT_LUA = Path(__file__).with_name("lua") / "count.lua"
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Finished:
     children: list[Task] = field(default_factory=list)  # links that passed scope, blacklist, depth and stop checks
     items: int = 0  # items stored for it
     marks: list[str] = field(default_factory=list)  # URLs to mark seen besides the task's (where a redirect ended)
+    failure: str = ""  # why the task failed (messaging.counts.failure_reason), "" when its response was processed
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Committer:
         self.catalog = catalog
         self.job = politeness.job
         self._admit = redis.register_script(lua_source(ADMIT_LUA))
+        self._count_pages = redis.register_script(lua_source(COUNT_LUA))
 
     def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
         """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
@@ -82,8 +86,9 @@ class Committer:
         admitted = self._within_limits(children, result)
         if admitted:
             result.pushed = push_seeds(self.redis, admitted)
+        self._count(batch)
         result.completed = self.politeness.complete([f.lease for f in batch])
-        self._count(batch, result.completed, list(digests.values()))
+        self._settle(result.completed, list(digests.values()))
         return result
 
     def mark_seen(self, tasks: Sequence[Task]) -> None:
@@ -165,23 +170,32 @@ class Committer:
             pipe.execute()
         return admitted
 
-    def _count(self, batch: Sequence[Finished], completed: list[Lease], digests: list[str]) -> None:
-        done = {lease.member for lease in completed}
-        pages: Counter[str] = Counter()
-        items: Counter[str] = Counter()
+    def _count(self, batch: Sequence[Finished]) -> None:
+        """Pages and items once per canonical URL (``spiders/worker/lua/count.lua``, one call per crawl), mirrored
+        into ``crawl:<id>``. Before the acknowledgement: counting is idempotent per URL, so a crash or a lost lease
+        after it makes the page's next processing a ``restored`` one, never a page counted twice or not at all."""
+        args: dict[str, list[Any]] = defaultdict(list)
         for finished in batch:
-            if finished.lease.member in done:
-                crawlid = finished.lease.task.crawlid
-                pages[crawlid] += 1
-                items[crawlid] += finished.items
+            task = finished.lease.task
+            args[task.crawlid] += [url_fingerprint(task.url).hex(), finished.items, finished.failure,
+                                   "1" if task.depth == 0 else "0"]
         pipe = self.redis.pipeline(transaction=False)
-        for crawlid, n in pages.items():
-            pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, n)
-            if items[crawlid]:
-                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, items[crawlid])
-        if digests:
-            pipe.zrem(keys.CHILDREN_JOURNAL, *digests)
+        for crawlid, crawl_args in args.items():
+            self._count_pages(keys=[keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)], args=crawl_args,
+                              client=pipe)
+        added = pipe.execute()
+        pipe = self.redis.pipeline(transaction=False)
+        for crawlid, (pages, items, _restored) in zip(args, added, strict=True):
+            if int(pages):
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, int(pages))
+            if int(items):
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, int(items))
         pipe.execute()
+
+    def _settle(self, completed: list[Lease], digests: list[str]) -> None:
+        """After the acknowledgement: the journal entries removed, the weights' completions counted."""
+        if digests:
+            self.redis.zrem(keys.CHILDREN_JOURNAL, *digests)
         if completed:
             record_completion(self.redis, self.job, len(completed))
 
