@@ -168,7 +168,11 @@ def zk_client(settings: Settings | None = None, start: bool = True, **kwargs: An
     from kazoo.client import KazooClient
 
     settings = _settings(settings)
-    options: dict[str, Any] = {"hosts": settings.zk_hosts, "timeout": settings.zk_timeout}
+    # reconnect attempts back off only up to CRAWLFLEET_ZK_RECONNECT_MAX_DELAY, never kazoo's hour, forever
+    reconnect = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_jitter": 0.4,
+                 "max_delay": settings.zk_reconnect_max_delay}
+    options: dict[str, Any] = {"hosts": settings.zk_hosts, "timeout": settings.zk_timeout,
+                               "connection_retry": reconnect}
     options.update(kwargs)
     client = KazooClient(**options)
     if start:

@@ -110,6 +110,12 @@ define("CRAWLFLEET_ZK_TIMEOUT", 5.0,
        parse=float)
 define("CRAWLFLEET_ZK_ROOT", "/crawlfleet", "Root znode of crawlfleet's tree.", group="zookeeper")
 
+# zookeeper recovery (issue 29): how soon a client notices that ZooKeeper is back
+define("CRAWLFLEET_ZK_RECONNECT_MAX_DELAY", 1.0,
+       "Longest pause in seconds between two connection attempts while ZooKeeper is away (kazoo's default grows "
+       "to an hour, so sessions resumed 20 s after a 20 s outage); with its jitter a client is back within about "
+       "1.5 s of ZooKeeper's return.", group="zookeeper", parse=float)
+
 # --- mongodb -----------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_MONGO_URI", "mongodb://127.0.0.1:27017/",
        "MongoDB URI (credentials and TLS as URI options).", group="mongodb", state_key="mongo_uri")
