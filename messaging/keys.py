@@ -278,6 +278,13 @@ def metrics_endpoint(module: str, host: str, pid: int) -> str:
     return f"metrics:{module}:{host}:{pid}"
 
 
+# --- health checks ----------------------------------------------------------------------------------------------
+def health(who: str) -> str:
+    """string with TTL: written by a health check (``crawlfleet services status``, the fleet's supervisor) to prove
+    that Redis takes writes, not merely answers PING."""
+    return f"health:{who}"
+
+
 # --- requests waiting for the Redis monitor ----------------------------------------------------------------------
 def info_request(userid: str, crawlid: str, uuid: str) -> str:
     """string with TTL: an info request (its JSON) waiting for the Redis monitor's info plugin."""

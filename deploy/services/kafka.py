@@ -13,6 +13,7 @@ from typing import Any
 
 from deploy.procs import free_port, spawn
 from deploy.services.base import LocalService, ServiceError, ServiceRecord
+from messaging import clients
 
 
 def tansu_bin() -> Path:
@@ -25,6 +26,9 @@ def tansu_bin() -> Path:
     if not os.access(binary, os.X_OK):
         binary.chmod(binary.stat().st_mode | 0o111)
     return binary
+
+
+HEALTH_TOPIC = "crawlfleet.health"  # health checks produce here; nothing consumes it
 
 
 class KafkaService(LocalService):
@@ -49,5 +53,33 @@ class KafkaService(LocalService):
         finally:
             admin.close()
 
+    def healthy(self, record: ServiceRecord) -> bool:
+        """A produce to the health topic, acknowledged by the broker (the topic is created on first use)."""
+        return kafka_produces(f"{self.host}:{record.port}")
+
     def connection(self, record: ServiceRecord) -> dict[str, Any]:
         return {"kafka_bootstrap": f"{self.host}:{record.port}"}
+
+
+def kafka_produces(bootstrap: str, timeout: float = 5.0) -> bool:
+    """Produce one record to HEALTH_TOPIC and wait for the broker's acknowledgement."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=[bootstrap], request_timeout_ms=int(timeout * 1000))
+    try:
+        if HEALTH_TOPIC not in admin.list_topics():
+            try:
+                admin.create_topics([NewTopic(HEALTH_TOPIC, 1, 1)])
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=[bootstrap], acks=1, max_block_ms=int(timeout * 1000),
+                             request_timeout_ms=int(timeout * 1000), enable_idempotence=False)
+    try:
+        producer.send(HEALTH_TOPIC, b"ok").get(timeout=timeout)
+        return True
+    finally:
+        clients.discard_producer(producer)

@@ -19,6 +19,9 @@ def secantus_bin() -> str:
     return path
 
 
+HEALTH_DB, HEALTH_COLLECTION = "crawlfleet", "health"
+
+
 class MongoService(LocalService):
     name = "mongo"
 
@@ -47,5 +50,26 @@ class MongoService(LocalService):
         finally:
             client.close()
 
+    def healthy(self, record: ServiceRecord) -> bool:
+        """A write to the health collection (``crawlfleet.health``, acknowledged): a full disk answers ping and
+        fails every write, and must show as unhealthy."""
+        return mongo_writes(self.host, record.port)
+
     def connection(self, record: ServiceRecord) -> dict[str, Any]:
         return {"mongo_uri": f"mongodb://{self.host}:{record.port}/"}
+
+
+def mongo_writes(host: str, port: int, timeout_ms: int = 3000) -> bool:
+    """Upsert one document into ``crawlfleet.health``; raises with the server's reason when the write fails."""
+    import time
+
+    from pymongo import MongoClient
+
+    client = MongoClient(host, port, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms,
+                         socketTimeoutMS=timeout_ms, retryWrites=False, directConnection=True)
+    try:
+        result = client[HEALTH_DB][HEALTH_COLLECTION].update_one(
+            {"_id": "services"}, {"$set": {"at": time.time()}}, upsert=True)
+        return bool(result.acknowledged)
+    finally:
+        client.close()
