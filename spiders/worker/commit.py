@@ -7,6 +7,12 @@ batch of them in a few round trips, whatever its size:
 1. **journal** — ``ZADD NX`` of each parent's digest into ``children:{seeds}:journal`` (score: now). A digest that
    is already there means an earlier processing of the same task stopped between marking its children in the Bloom
    filter and pushing them: that parent re-pushes *all* its children, seen or not, so a crash never loses them.
+   A digest this process journaled itself is its own retry of a commit that Redis interrupted (the batch is kept
+   and committed again), not a re-delivery: it pushes the children that were new to the filter at its first
+   attempt (remembered in memory) and those new now, nothing else. (Taking that retry
+   for a re-delivery once made one Redis kill -9 re-push every link of the parents in flight — a documentation
+   site's pages each link every page, with their parent as ``referer``, so each page was fetched again per parent:
+   2,858 pages for 526.)
 2. **Bloom** — one batch call per crawl filter: the parents' own URLs first (a crawl's start URL is marked when it
    is fetched), then every child; a child goes on only if it is new (or its parent is re-delivered).
 3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
@@ -74,6 +80,10 @@ class Committer:
         self.job = politeness.job
         self._admit = redis.register_script(lua_source(ADMIT_LUA))
         self._count_pages = redis.register_script(lua_source(COUNT_LUA))
+        # journal entries this process wrote and has not removed: finding one again is this process's own retry of
+        # a commit that failed half-way (Redis went away), not a re-delivery
+        self._journaled: set[str] = set()
+        self._owed: dict[str, set[bytes]] = {}  # journaled parent -> its children that were new to the filter
 
     def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
         """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
@@ -82,7 +92,7 @@ class Committer:
             return result
         digests = {id(f): _digest(f.lease.member) for f in batch if f.children}
         redelivered = self._journal(batch, digests, now)
-        children = self._new_children(batch, redelivered, result)
+        children = self._new_children(batch, redelivered, result, digests)
         admitted = self._within_limits(children, result)
         if admitted:
             result.pushed = push_seeds(self.redis, admitted)
@@ -108,33 +118,42 @@ class Committer:
             pipe.zadd(keys.CHILDREN_JOURNAL, {digest: now}, nx=True)
         pipe.zremrangebyscore(keys.CHILDREN_JOURNAL, "-inf", now - JOURNAL_KEEP_SECONDS)
         added = pipe.execute()[:-1]
-        redelivered = {key for key, new in zip(digests, added, strict=True) if not int(new)}
+        redelivered = {key for key, new in zip(digests, added, strict=True)
+                       if not int(new) and digests[key] not in self._journaled}
+        self._journaled.update(digests.values())
         if redelivered:
             logger.info("%d re-delivered tasks push all their children again", len(redelivered))
         return redelivered
 
-    def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult) -> list[Task]:
-        by_namespace: dict[str, list[tuple[bytes, Task | None, bool]]] = defaultdict(list)
+    def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult,
+                      digests: dict[int, str] | None = None) -> list[Task]:
+        digests = digests or {}
+        by_namespace: dict[str, list[tuple[bytes, Task | None, bool, str]]] = defaultdict(list)
         for finished in batch:
             task = finished.lease.task
             namespace = self.dupefilter.namespace({"crawlid": task.crawlid})
             for url in [task.url, *finished.marks]:
-                by_namespace[namespace].append((url_fingerprint(url), None, False))
+                by_namespace[namespace].append((url_fingerprint(url), None, False, ""))
             forced = id(finished) in redelivered
+            digest = digests.get(id(finished), "")
             for child in finished.children:
-                by_namespace[namespace].append((url_fingerprint(child.url), child, forced))
+                by_namespace[namespace].append((url_fingerprint(child.url), child, forced, digest))
         new: list[Task] = []
         for namespace, entries in by_namespace.items():
-            unique = list(dict.fromkeys(fp for fp, _, _ in entries))
+            unique = list(dict.fromkeys(fp for fp, _, _, _ in entries))
             fresh = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
             taken: set[bytes] = set()
-            for fp, child, forced in entries:
+            for fp, child, forced, digest in entries:
                 if child is None:
                     continue
+                # new to the filter now, or new to it when this process's interrupted attempt marked it
+                owed = fresh.get(fp) or fp in self._owed.get(digest, ())
+                if owed and digest:
+                    self._owed.setdefault(digest, set()).add(fp)
                 if forced:
                     new.append(child)
                     result.repushed += 1
-                elif fresh.get(fp) and fp not in taken:
+                elif owed and fp not in taken:
                     taken.add(fp)
                     new.append(child)
                 else:
@@ -196,6 +215,9 @@ class Committer:
         """After the acknowledgement: the journal entries removed, the weights' completions counted."""
         if digests:
             self.redis.zrem(keys.CHILDREN_JOURNAL, *digests)
+            self._journaled.difference_update(digests)
+            for digest in digests:
+                self._owed.pop(digest, None)
         if completed:
             record_completion(self.redis, self.job, len(completed))
 

@@ -137,3 +137,36 @@ def test_the_counts_hashes_expire_with_the_crawl(cf: Any) -> None:
 def test_an_unknown_crawl_counts_nothing(cf: Any) -> None:
     counts = read_counts(cf.redis(), "nobody")
     assert (counts.pages, counts.items, counts.restored, counts.failures) == (0, 0, 0, {})
+
+
+def test_a_commit_interrupted_by_redis_and_retried_does_not_repush_seen_children(cf: Any, monkeypatch) -> None:
+    """The batch of a commit that Redis interrupted after the journal is committed again by the same process: that
+    is not a re-delivery, so children the crawl has seen are not pushed again (a Redis kill -9 once made every
+    page of a 526-page site be fetched again once per parent in flight: 2,858 pages)."""
+    from spiders.worker import commit as commit_module
+
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    politeness, committer, catalog = worker_parts(cf, "job-a")
+    catalog.load([CRAWL])
+    seen = [start.child(f"http://site.test/seen{n}") for n in range(5)]
+    committer.mark_seen(seen)  # crawled already (in the Bloom filter)
+    fresh = [start.child(f"http://site.test/new{n}") for n in range(3)]
+    finished = Finished(lease_one(politeness, start), seen + fresh, items=1)
+    real_push = commit_module.push_seeds
+    calls = []
+
+    def redis_dies_once(redis_client: Any, tasks: Any) -> int:
+        calls.append(len(tasks))
+        if len(calls) == 1:
+            raise ConnectionError("Redis went away")
+        return real_push(redis_client, tasks)
+
+    monkeypatch.setattr(commit_module, "push_seeds", redis_dies_once)
+    with pytest.raises(ConnectionError):
+        committer.commit([finished], RedisClock(redis).now())
+    result = committer.commit([finished], RedisClock(redis).now())  # the feed's retry of the same batch
+    assert result.repushed == 0
+    assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == [t.url for t in fresh]
+    assert redis.zcard(keys.CHILDREN_JOURNAL) == 0
