@@ -39,6 +39,7 @@ main.add_command(proxies)
 main.add_command(cli_fleet.up)
 main.add_command(cli_fleet.down)
 main.add_command(cli_fleet.fleet)
+main.add_command(cli_fleet.supervise)
 
 if __name__ == "__main__":
     main()

@@ -84,3 +84,42 @@ class OutageLog:
         lasted = max(0.0, self._now() - since)
         self.log.warning("%s works again after %.1fs", self.what, lasted)
         return lasted
+
+
+class RepeatFilter(logging.Filter):
+    """Lets a client library's warning through once per outage, not once per reconnection attempt.
+
+    kazoo logs ``Connection dropped`` on every attempt (every second while ZooKeeper is away) and kafka-python its
+    connection errors likewise. A record whose message template (logger, level, format string) was seen less than
+    ``quiet`` seconds ago is dropped; the first one after a quiet spell passes, so each outage shows its first line.
+    """
+
+    def __init__(self, quiet: float = 60.0, clock: ClockLike | None = None) -> None:
+        super().__init__()
+        self.quiet = quiet
+        self._now = _reader(clock)
+        self._last: dict[tuple[str, int, str], float] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, str(record.msg))
+        now = self._now()
+        with self._lock:
+            last = self._last.get(key)
+            self._last[key] = now
+            if len(self._last) > 10_000:  # many distinct templates: forget the oldest half
+                for old in sorted(self._last, key=self._last.__getitem__)[:5_000]:
+                    del self._last[old]
+        return last is None or now - last >= self.quiet
+
+
+RECONNECTING_LIBRARIES = ("kafka", "kazoo")
+_REPEATS = RepeatFilter()
+
+
+def quiet_reconnects(names: tuple[str, ...] = RECONNECTING_LIBRARIES) -> None:
+    """Put :class:`RepeatFilter` on the client libraries' loggers (once per process; idempotent)."""
+    for name in names:
+        library = logging.getLogger(name)
+        if _REPEATS not in library.filters:
+            library.addFilter(_REPEATS)

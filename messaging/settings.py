@@ -76,6 +76,19 @@ define("CRAWLFLEET_NODE_NAME", "", "Name this host reports in API envelopes and 
        group="local")
 define("CRAWLFLEET_LOG_LEVEL", "INFO", "Log level of crawlfleet's long-running processes.", group="local")
 
+# local run: the fleet's supervisor (deploy/supervisor.py, started by `crawlfleet up`)
+define("CRAWLFLEET_SUPERVISE_INTERVAL", 5.0,
+       "Seconds between two checks of the local fleet's supervisor (services through a write, processes, fenced "
+       "workers).", group="local", parse=float)
+define("CRAWLFLEET_SUPERVISE_BOUND", 20.0,
+       "Seconds a service may stay unhealthy before the supervisor restarts it in place (same port, same data).",
+       group="local", parse=float)
+define("CRAWLFLEET_SUPERVISE_BACKOFF", 5.0,
+       "Seconds the supervisor waits before restarting the same service or process again; doubles with each "
+       "restart in a row.", group="local", parse=float)
+define("CRAWLFLEET_SUPERVISE_BACKOFF_MAX", 120.0,
+       "The longest wait between two restarts of the same service or process.", group="local", parse=float)
+
 # --- redis -------------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_REDIS_URL", "redis://127.0.0.1:6379/0",
        "Redis URL (``redis://`` or ``rediss://`` for TLS; user:password@ for ACL credentials). With "

@@ -34,8 +34,11 @@ HEALTH_TOPIC = "crawlfleet.health"  # health checks produce here; nothing consum
 class KafkaService(LocalService):
     name = "kafka"
 
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port  # None: a free one; a fixed port restarts a broker where its clients look for it
+
     def start(self, run_dir: Path) -> ServiceRecord:
-        port = free_port()
+        port = self.port or free_port()
         url = f"tcp://{self.host}:{port}"
         argv = [str(tansu_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]

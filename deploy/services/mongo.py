@@ -25,12 +25,15 @@ HEALTH_DB, HEALTH_COLLECTION = "crawlfleet", "health"
 class MongoService(LocalService):
     name = "mongo"
 
-    def __init__(self, storage_path: str | None = None) -> None:
-        # ':memory:' is wiped on restart; a disk path survives one (tests that restart the server use one).
+    def __init__(self, storage_path: str | None = None, port: int | None = None) -> None:
+        # ':memory:' is wiped on restart; a disk path survives one (`crawlfleet up` keeps one under the run dir).
         self.storage_path = storage_path or ":memory:"
+        self.port = port  # None: a free one; a fixed port restarts a server where its clients look for it
 
     def start(self, run_dir: Path) -> ServiceRecord:
-        port = free_port()
+        port = self.port or free_port()
+        if self.storage_path != ":memory:":
+            Path(self.storage_path).parent.mkdir(parents=True, exist_ok=True)
         data_dir = run_dir / "mongo"
         data_dir.mkdir(parents=True, exist_ok=True)
         argv = [secantus_bin(), "--host", self.host, "--port", str(port), "--storage-path", self.storage_path,

@@ -43,6 +43,7 @@ from frontier.registry import WorkerInfo, WorkerRegistry
 from frontier.robots_cache import RobotsCache, robots_url
 from messaging import clients
 from messaging.identity import worker_ip
+from messaging.outage import quiet_reconnects
 from messaging.siteconfig import SitePaths
 from spiders import signals as fleet_signals
 from spiders.dupefilter import BloomDupeFilter, crawlfleet_settings
@@ -176,6 +177,7 @@ class FleetScheduler:
         from twisted.internet import reactor
 
         s = self.settings
+        quiet_reconnects()  # kazoo's and kafka's reconnection warnings: once per outage, not once per attempt
         redis = clients.redis_client(s)
         spider_type = getattr(spider, "spider_type", spider.name)
         job = self.crawler.settings.get("CRAWLFLEET_JOB") or getattr(spider, "job", None) or default_job_id(

@@ -61,3 +61,16 @@ def test_workers_of_each_spider_type_are_scalable_services(compose):
         assert "--job" not in spec["command"] and "container_name" not in spec and "ports" not in spec
         assert spec["environment"]["CRAWLFLEET_REDIS_URL"] == own["master"]["environment"]["CRAWLFLEET_REDIS_URL"]
         assert spec["stop_grace_period"]  # time to hand the leases back on SIGTERM
+
+
+def test_stores_have_healthchecks_that_write_and_restart_when_they_fail(compose):
+    writes = {"redis": "redis-cli SET", "mongo": ".updateOne(", "kafka": "kafka-console-producer.sh",
+              "zookeeper": "srvr"}
+    for name, probe in writes.items():
+        spec = compose["services"][name]
+        assert spec["restart"] == "unless-stopped", name
+        test = spec["healthcheck"]["test"]
+        assert test[0] == "CMD-SHELL" and probe in test[1], name
+        assert "kill 1" in test[1] and "/tmp/health-fails" in test[1], name  # unhealthy 3x: the container restarts
+    for name, spec in _own_services(compose).items():
+        assert spec["restart"] == "unless-stopped", name

@@ -143,3 +143,18 @@ def test_the_election_logs_a_redis_outage_once_not_a_traceback_per_second(caplog
     assert len(messages) == 4, messages
     assert "failing: ConnectionError" in messages[0] and "works again" in messages[1]
     assert "leading the dispatch with epoch 7" in messages[2] and "stepped down" in messages[3]
+
+
+def test_a_library_reconnecting_every_second_logs_once_per_outage(caplog):
+    from messaging.outage import RepeatFilter
+
+    now = [0.0]
+    library = logging.getLogger("test.kazoo.client")
+    library.addFilter(RepeatFilter(quiet=60, clock=lambda: now[0]))
+    caplog.set_level(logging.WARNING, logger="test.kazoo.client")
+    for second in range(20):  # ZooKeeper away 20 s: one attempt a second
+        now[0] = second
+        library.warning("Connection dropped: socket connection error: %s", "Connection refused")
+    now[0] = 500  # the next outage, long after
+    library.warning("Connection dropped: socket connection error: %s", "Connection refused")
+    assert len([r for r in caplog.records if r.name == "test.kazoo.client"]) == 2
