@@ -7,9 +7,10 @@ batch of them in a few round trips, whatever its size:
 1. **journal** — ``ZADD NX`` of each parent's digest into ``children:{seeds}:journal`` (score: now). A digest that
    is already there means an earlier processing of the same task stopped between marking its children in the Bloom
    filter and pushing them: that parent re-pushes *all* its children, seen or not, so a crash never loses them.
-   A digest this process journaled itself is its own retry of a commit that Redis interrupted (the batch is kept
-   and committed again), not a re-delivery: it pushes the children that were new to the filter at its first
-   attempt (remembered in memory) and those new now, nothing else. (Taking that retry
+   A digest whose Bloom step this process completed is its own retry of a commit that Redis interrupted later (the
+   batch is kept and committed again), not a re-delivery: it pushes the children that were new to the filter at
+   its first attempt (remembered in memory) and those new now, nothing else. One interrupted in the middle of its
+   Bloom step counts as re-delivered (some children may be marked, none recorded). (Taking that retry
    for a re-delivery once made one Redis kill -9 re-push every link of the parents in flight — a documentation
    site's pages each link every page, with their parent as ``referer``, so each page was fetched again per parent:
    2,858 pages for 526.)
@@ -80,10 +81,12 @@ class Committer:
         self.job = politeness.job
         self._admit = redis.register_script(lua_source(ADMIT_LUA))
         self._count_pages = redis.register_script(lua_source(COUNT_LUA))
-        # journal entries this process wrote and has not removed: finding one again is this process's own retry of
-        # a commit that failed half-way (Redis went away), not a re-delivery
-        self._journaled: set[str] = set()
-        self._owed: dict[str, set[bytes]] = {}  # journaled parent -> its children that were new to the filter
+        # parent digest -> its children that were new to the Bloom filter, recorded once this process's Bloom step
+        # for the parent completed. Finding such a parent's journal entry again is this process's own retry of a
+        # commit that Redis interrupted later on: it owes exactly these pushes. A parent whose Bloom step did not
+        # complete (Redis died in the middle of it) may have some children marked and none recorded: it is treated
+        # as re-delivered and pushes all of them.
+        self._owed: dict[str, set[bytes]] = {}
 
     def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
         """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
@@ -119,8 +122,7 @@ class Committer:
         pipe.zremrangebyscore(keys.CHILDREN_JOURNAL, "-inf", now - JOURNAL_KEEP_SECONDS)
         added = pipe.execute()[:-1]
         redelivered = {key for key, new in zip(digests, added, strict=True)
-                       if not int(new) and digests[key] not in self._journaled}
-        self._journaled.update(digests.values())
+                       if not int(new) and digests[key] not in self._owed}
         if redelivered:
             logger.info("%d re-delivered tasks push all their children again", len(redelivered))
         return redelivered
@@ -142,6 +144,9 @@ class Committer:
         for namespace, entries in by_namespace.items():
             unique = list(dict.fromkeys(fp for fp, _, _, _ in entries))
             fresh = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
+            for _, child, _, digest in entries:
+                if child is not None and digest:
+                    self._owed.setdefault(digest, set())  # this parent's Bloom step is complete
             taken: set[bytes] = set()
             for fp, child, forced, digest in entries:
                 if child is None:
@@ -149,7 +154,7 @@ class Committer:
                 # new to the filter now, or new to it when this process's interrupted attempt marked it
                 owed = fresh.get(fp) or fp in self._owed.get(digest, ())
                 if owed and digest:
-                    self._owed.setdefault(digest, set()).add(fp)
+                    self._owed[digest].add(fp)
                 if forced:
                     new.append(child)
                     result.repushed += 1
@@ -215,7 +220,6 @@ class Committer:
         """After the acknowledgement: the journal entries removed, the weights' completions counted."""
         if digests:
             self.redis.zrem(keys.CHILDREN_JOURNAL, *digests)
-            self._journaled.difference_update(digests)
             for digest in digests:
                 self._owed.pop(digest, None)
         if completed:

@@ -170,3 +170,29 @@ def test_a_commit_interrupted_by_redis_and_retried_does_not_repush_seen_children
     assert result.repushed == 0
     assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == [t.url for t in fresh]
     assert redis.zcard(keys.CHILDREN_JOURNAL) == 0
+
+
+def test_a_commit_interrupted_inside_the_bloom_step_pushes_every_child_on_its_retry(cf: Any, monkeypatch) -> None:
+    """Redis dying in the middle of the Bloom step may leave some children marked and none recorded: the retry
+    must push them all (a page fetched twice is allowed; a page never fetched is not)."""
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    politeness, committer, catalog = worker_parts(cf, "job-a")
+    catalog.load([CRAWL])
+    children = [start.child(f"http://site.test/c{n}") for n in range(4)]
+    finished = Finished(lease_one(politeness, start), children, items=1)
+    bloom = committer.dupefilter.bloom(committer.dupefilter.namespace({"crawlid": CRAWL}))
+    real_add = type(bloom).add_fingerprints
+
+    def marks_then_dies(self: Any, fingerprints: Any) -> Any:
+        real_add(self, fingerprints)  # the marks land ...
+        raise ConnectionError("Redis went away")  # ... and the answer never comes back
+
+    monkeypatch.setattr(type(bloom), "add_fingerprints", marks_then_dies)
+    with pytest.raises(ConnectionError):
+        committer.commit([finished], RedisClock(redis).now())
+    monkeypatch.setattr(type(bloom), "add_fingerprints", real_add)
+    result = committer.commit([finished], RedisClock(redis).now())
+    assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == sorted(c.url for c in children)
+    assert result.repushed == 4
