@@ -44,7 +44,6 @@ logger = logging.getLogger(__name__)
 STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
 REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
-OUTAGE_RETRY_SECONDS = 0.5  # while Redis is away, a dispatch round is retried this often
 
 
 class MasterService:
@@ -60,6 +59,7 @@ class MasterService:
         self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)
         self.dispatch_outage = OutageLog(logger, "master: dispatch rounds (Redis)")
+        self._grace_until = float("-inf")  # no worker is retired before this (Redis clock): see _leaves
         self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")
 
     def run(self) -> None:
@@ -83,17 +83,10 @@ class MasterService:
         dispatcher = Dispatcher(self.redis, epoch, DispatchConfig.from_settings(settings), self.registry,
                                 self.stats)
         requeuer = Requeuer(self.redis, epoch)
-        finisher = Finisher(self.redis, self._send, settings.crawl_ttl)
         done = threading.Event()
-        reporter = threading.Thread(target=self._report, args=(finisher, done), name="master-reporter", daemon=True)
+        reporter = threading.Thread(target=self._report, args=(done,), name="master-reporter", daemon=True)
         try:
-            landed, returned = dispatcher.staging.recover(minute_of(self.clock.now()))
-            if landed or returned:
-                logger.info("settled an earlier leader's batches: %d tasks had landed, %d back in seeds",
-                            landed, returned)
-            for job in requeuer.pending_jobs(self.registry.retired()):
-                requeuer.requeue(job)
-                self.registry.forget(job, self.clock.now())
+            self._settle_earlier(dispatcher, requeuer)
             reporter.start()
             next_leaves = 0.0
             while not lost.is_set() and not self.leadership.stopping.is_set():
@@ -103,12 +96,11 @@ class MasterService:
                         self._leaves(requeuer, now)
                         next_leaves = now + LEAVE_CHECK_SECONDS
                     result = dispatcher.round(now)
-                except LeadershipLost:
-                    raise
-                except RedisError as exc:  # Redis away: keep the leadership (the epoch fences), retry the round
+                except RedisError as exc:
+                    # Redis away: say so once and step down; the election takes a new epoch once Redis answers, and
+                    # the leader of that epoch settles what the outage cut short (a batch half-moved)
                     self.dispatch_outage.failed(exc)
-                    lost.wait(max(settings.dispatch_interval, OUTAGE_RETRY_SECONDS))
-                    continue
+                    raise
                 self.dispatch_outage.ok()
                 if result.total:
                     logger.debug("dispatched %s", result.placed)
@@ -121,9 +113,19 @@ class MasterService:
             if reporter.is_alive():
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)
 
-    def _report(self, finisher: Finisher, done: threading.Event) -> None:
+    def _settle_earlier(self, dispatcher: Dispatcher, requeuer: Requeuer) -> None:
+        """Batches left half-moved and requeues left half-done (by an earlier leader, or by a Redis outage)."""
+        landed, returned = dispatcher.staging.recover(minute_of(self.clock.now()))
+        if landed or returned:
+            logger.info("settled batches left half-moved: %d tasks had landed, %d back in seeds", landed, returned)
+        for job in requeuer.pending_jobs(self.registry.retired()):
+            requeuer.requeue(job)
+            self.registry.forget(job, self.clock.now())
+
+    def _report(self, done: threading.Event) -> None:
         """The leader's second thread: finished crawls (``crawl_finished`` events) and dead letters go to Kafka here,
         so that neither a slow producer nor the finisher's sweep of ``seeds`` ever holds back a dispatch round."""
+        finisher = Finisher(self.redis, self._send, self.settings.crawl_ttl)
         while not done.is_set():
             try:
                 finisher.check(self.clock.now())
@@ -131,12 +133,24 @@ class MasterService:
             except Exception as exc:  # Redis or Kafka away: one line when it starts failing, the loop goes on
                 self.report_outage.failed(exc)
             else:
-                self.report_outage.ok()
+                if self.report_outage.ok() is not None:
+                    # a verification sweep begun before the outage read a seeds that a Redis restart may have
+                    # rebuilt (its ZSCAN cursor means nothing now): the next one starts afresh
+                    finisher = Finisher(self.redis, self._send, self.settings.crawl_ttl)
             done.wait(self.settings.finish_interval)
 
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
         ttl = self.settings.heartbeat_ttl
-        for job in self.registry.expired(ttl, now):
+        expired = self.registry.expired(ttl, now)
+        if expired and len(expired) == len(self.registry.live()) and now >= self._grace_until + ttl:
+            # every worker silent at once: Redis could not take heartbeats (an outage), not every worker dead;
+            # give them one TTL to write again (those that stay silent are retired then)
+            self._grace_until = now + ttl
+            logger.warning("every worker's heartbeat is older than %.0fs (Redis was away?): waiting %.0fs more "
+                           "before retiring any", ttl, ttl)
+        if now < self._grace_until:
+            return
+        for job in expired:
             if self.registry.retire(job, now - ttl, now):
                 logger.warning("worker %s left (no heartbeat for %.0fs): retired, requeueing its tasks", job, ttl)
                 moved = requeuer.requeue(job)

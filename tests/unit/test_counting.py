@@ -69,3 +69,46 @@ def test_a_timed_out_crawl_finished_is_aborted_in_the_producer_not_delivered_lat
         service._send({"crawlid": "c", "event": "crawl_finished"})
     assert first._sender.forced and first.closed  # its buffered copy is dropped, not sent when Kafka returns
     assert service._producer is None  # the next attempt gets a new producer
+
+
+class _Registry:
+    def __init__(self, heartbeats: dict[str, float]) -> None:
+        self.heartbeats = heartbeats
+        self.retired: list[str] = []
+
+    def expired(self, ttl: float, now: float) -> list[str]:
+        return [job for job, beat in self.heartbeats.items() if beat < now - ttl]
+
+    def live(self) -> dict[str, float]:
+        return dict(self.heartbeats)
+
+    def retire(self, job: str, latest: float, now: float) -> bool:
+        self.retired.append(job)
+        del self.heartbeats[job]
+        return True
+
+    def forget(self, job: str, now: float) -> None:
+        pass
+
+
+class _Requeuer:
+    def requeue(self, job: str) -> int:
+        return 0
+
+
+def test_after_a_redis_outage_the_master_waits_a_ttl_before_retiring_silent_workers(tmp_path, monkeypatch):
+    from master.service import MasterService
+    from messaging import clients
+
+    monkeypatch.setattr(clients, "zk_client", lambda settings: object())
+    service = MasterService(load({"CRAWLFLEET_RUN_DIR": str(tmp_path), "CRAWLFLEET_HEARTBEAT_TTL": "15"}), "m")
+    service.stats = type("Stats", (), {"incr": lambda *a: None})()
+    registry = service.registry = _Registry({"w1": 100.0, "w2": 101.0, "w3": 102.0})
+    service._leaves(_Requeuer(), 140.0)  # Redis was away 40 s: every heartbeat is stale at once
+    assert registry.retired == []
+    registry.heartbeats.update(w1=150.0, w2=151.0)  # two write again; w3 does not: it is really gone
+    service._leaves(_Requeuer(), 156.0)
+    assert registry.retired == ["w3"]
+    registry.heartbeats["w2"] = 168.0
+    service._leaves(_Requeuer(), 170.0)  # one silent worker among live ones: retired at once
+    assert "w1" in registry.retired
