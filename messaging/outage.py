@@ -90,18 +90,24 @@ class RepeatFilter(logging.Filter):
     """Lets a client library's warning through once per outage, not once per reconnection attempt.
 
     kazoo logs ``Connection dropped`` on every attempt (every second while ZooKeeper is away) and kafka-python its
-    connection errors likewise. A record whose message template (logger, level, format string) was seen less than
-    ``quiet`` seconds ago is dropped; the first one after a quiet spell passes, so each outage shows its first line.
+    connection errors likewise. A record of those libraries (``prefixes``) whose message template (logger, level,
+    format string) was seen less than ``quiet`` seconds ago is dropped; the first one after a quiet spell passes, so
+    each outage shows its first line. Other records pass untouched. It sits on handlers (a filter on the ``kazoo``
+    logger would not see the records of ``kazoo.client``).
     """
 
-    def __init__(self, quiet: float = 60.0, clock: ClockLike | None = None) -> None:
+    def __init__(self, prefixes: tuple[str, ...] = ("kafka", "kazoo"), quiet: float = 60.0,
+                 clock: ClockLike | None = None) -> None:
         super().__init__()
+        self.prefixes = tuple(prefixes)
         self.quiet = quiet
         self._now = _reader(clock)
         self._last: dict[tuple[str, int, str], float] = {}
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self.prefixes):
+            return True
         key = (record.name, record.levelno, str(record.msg))
         now = self._now()
         with self._lock:
@@ -114,12 +120,11 @@ class RepeatFilter(logging.Filter):
 
 
 RECONNECTING_LIBRARIES = ("kafka", "kazoo")
-_REPEATS = RepeatFilter()
 
 
 def quiet_reconnects(names: tuple[str, ...] = RECONNECTING_LIBRARIES) -> None:
-    """Put :class:`RepeatFilter` on the client libraries' loggers (once per process; idempotent)."""
-    for name in names:
-        library = logging.getLogger(name)
-        if _REPEATS not in library.filters:
-            library.addFilter(_REPEATS)
+    """Put a :class:`RepeatFilter` for ``names`` on every handler of the root logger (idempotent); call it once
+    logging is configured (``messaging.service.setup_logging``, the worker's scheduler under Scrapy's logging)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RepeatFilter) for f in handler.filters):
+            handler.addFilter(RepeatFilter(tuple(names)))

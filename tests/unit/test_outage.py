@@ -145,16 +145,31 @@ def test_the_election_logs_a_redis_outage_once_not_a_traceback_per_second(caplog
     assert "leading the dispatch with epoch 7" in messages[2] and "stepped down" in messages[3]
 
 
-def test_a_library_reconnecting_every_second_logs_once_per_outage(caplog):
+def test_a_library_reconnecting_every_second_logs_once_per_outage():
     from messaging.outage import RepeatFilter
 
     now = [0.0]
-    library = logging.getLogger("test.kazoo.client")
-    library.addFilter(RepeatFilter(quiet=60, clock=lambda: now[0]))
-    caplog.set_level(logging.WARNING, logger="test.kazoo.client")
-    for second in range(20):  # ZooKeeper away 20 s: one attempt a second
-        now[0] = second
+    passed: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            passed.append(record.name)
+
+    handler = Collect()
+    handler.addFilter(RepeatFilter(("test.kazoo",), quiet=60, clock=lambda: now[0]))
+    library, ours = logging.getLogger("test.kazoo.client"), logging.getLogger("test.ours")
+    for logger in (library, ours):
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        for second in range(20):  # ZooKeeper away 20 s: one attempt a second
+            now[0] = second
+            library.warning("Connection dropped: socket connection error: %s", "Connection refused")
+            ours.warning("our own line")
+        now[0] = 500  # the next outage, long after
         library.warning("Connection dropped: socket connection error: %s", "Connection refused")
-    now[0] = 500  # the next outage, long after
-    library.warning("Connection dropped: socket connection error: %s", "Connection refused")
-    assert len([r for r in caplog.records if r.name == "test.kazoo.client"]) == 2
+    finally:
+        for logger in (library, ours):
+            logger.removeHandler(handler)
+            logger.propagate = True
+    assert passed.count("test.kazoo.client") == 2 and passed.count("test.ours") == 20
