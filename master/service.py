@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -89,6 +90,10 @@ class MasterService:
             self._settle_earlier(dispatcher, requeuer)
             reporter.start()
             next_leaves = 0.0
+            if self._redis_was_away():
+                # no heartbeat could be written while Redis was away: give the workers one TTL to write again
+                next_leaves = self.clock.now() + settings.heartbeat_ttl
+                logger.info("Redis was away until just now: retiring no worker for %.0fs", settings.heartbeat_ttl)
             while not lost.is_set() and not self.leadership.stopping.is_set():
                 try:
                     now = self.clock.now()
@@ -112,6 +117,12 @@ class MasterService:
             done.set()
             if reporter.is_alive():
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)
+
+    def _redis_was_away(self) -> bool:
+        """Whether this master saw Redis fail within the last heartbeat TTL (its election or its dispatch)."""
+        now = time.monotonic()
+        ended = [log.ended_at for log in (self.leadership.outage, self.dispatch_outage) if log.ended_at is not None]
+        return self.leadership.outage.down or any(now - at < self.settings.heartbeat_ttl for at in ended)
 
     def _settle_earlier(self, dispatcher: Dispatcher, requeuer: Requeuer) -> None:
         """Batches left half-moved and requeues left half-done (by an earlier leader, or by a Redis outage)."""

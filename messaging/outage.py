@@ -45,6 +45,7 @@ class OutageLog:
         self._now = _reader(clock)
         self.since: float | None = None
         self.outages = 0  # how many outages started (for tests and stats)
+        self.ended_at: float | None = None  # when the last outage ended (this log's clock)
         self._reported = 0.0
         self._lock = threading.Lock()
 
@@ -81,7 +82,8 @@ class OutageLog:
             since, self.since = self.since, None
         if since is None:
             return None
-        lasted = max(0.0, self._now() - since)
+        self.ended_at = now = self._now()
+        lasted = max(0.0, now - since)
         self.log.warning("%s works again after %.1fs", self.what, lasted)
         return lasted
 

@@ -112,3 +112,20 @@ def test_after_a_redis_outage_the_master_waits_a_ttl_before_retiring_silent_work
     registry.heartbeats["w2"] = 168.0
     service._leaves(_Requeuer(), 170.0)  # one silent worker among live ones: retired at once
     assert "w1" in registry.retired
+
+
+def test_a_master_that_saw_redis_fail_knows_it_for_one_heartbeat_ttl(tmp_path, monkeypatch):
+    import time as time_module
+
+    from master.service import MasterService
+    from messaging import clients
+
+    monkeypatch.setattr(clients, "zk_client", lambda settings: object())
+    service = MasterService(load({"CRAWLFLEET_RUN_DIR": str(tmp_path), "CRAWLFLEET_HEARTBEAT_TTL": "15"}), "m")
+    assert not service._redis_was_away()
+    service.leadership.outage.failed(ConnectionError("Redis away"))
+    assert service._redis_was_away()  # still away
+    service.leadership.outage.ok()
+    assert service._redis_was_away()  # back just now: the workers' heartbeats could not be written
+    service.leadership.outage.ended_at = time_module.monotonic() - 16
+    assert not service._redis_was_away()
