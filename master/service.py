@@ -93,7 +93,8 @@ class MasterService:
             if self._redis_was_away():
                 # no heartbeat could be written while Redis was away: give the workers one TTL to write again
                 next_leaves = self.clock.now() + settings.heartbeat_ttl
-                logger.info("Redis was away until just now: retiring no worker for %.0fs", settings.heartbeat_ttl)
+                logger.info("Redis or ZooKeeper was away until just now: retiring no worker for %.0fs",
+                            settings.heartbeat_ttl)
             while not lost.is_set() and not self.leadership.stopping.is_set():
                 try:
                     now = self.clock.now()
@@ -119,7 +120,7 @@ class MasterService:
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)
 
     def _redis_was_away(self) -> bool:
-        """Whether this master saw Redis fail within the last heartbeat TTL (its election or its dispatch)."""
+        """Whether this master saw Redis (or ZooKeeper, for its election) fail within the last heartbeat TTL."""
         now = time.monotonic()
         ended = [log.ended_at for log in (self.leadership.outage, self.dispatch_outage) if log.ended_at is not None]
         return self.leadership.outage.down or any(now - at < self.settings.heartbeat_ttl for at in ended)
