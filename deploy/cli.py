@@ -44,6 +44,7 @@ main.add_command(export)
 main.add_command(cli_fleet.up)
 main.add_command(cli_fleet.down)
 main.add_command(cli_fleet.fleet)
+main.add_command(cli_fleet.supervise)
 
 if __name__ == "__main__":
     main()

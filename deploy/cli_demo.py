@@ -78,7 +78,7 @@ def demo(pages: int, timeout: float, keep: bool, stop: bool) -> None:
     reused = local_fleet.status(run_dir)["running"]
     began = time.monotonic()
     spec = local_fleet.FleetSpec(workers_list=2, workers_universal=2, masters=2, demoweb=True, pages=pages,
-                                 redis_aof=False, owner="demo")
+                                 redis_aof=False, mongo_on_disk=False, supervise=False, owner="demo")
     try:
         local_fleet.up(run_dir, spec)
         settings = load(local_fleet.child_env(run_dir))

@@ -21,9 +21,11 @@ console = Console()
 
 PERSISTENCE = (
     "Redis runs with an append-only file (appendfsync everysec): crawl requests accepted by a Kafka monitor, the "
-    "queues, leases and crawl state survive a Redis restart, losing at most the last second of writes. Kafka "
-    "(Tansu) and MongoDB (SecantusDB) run in memory here: topics and stored items do not survive their restart. "
-    "`crawlfleet demo` runs Redis without the append-only file: nothing survives a restart there."
+    "queues, leases and crawl state survive a Redis restart, losing at most the last second of writes. MongoDB "
+    "keeps its data on disk under <run dir>/mongo/data: stored items survive its restart. Kafka (Tansu) runs in "
+    "memory: topics do not survive its restart. A supervisor (`crawlfleet supervise`, one of the fleet's processes) "
+    "restarts a service that stays unhealthy (checked through a write) and replaces dead or fenced workers. "
+    "`crawlfleet demo` runs everything in memory and without a supervisor: nothing survives a restart there."
 )
 
 
@@ -55,7 +57,8 @@ def up(workers_list: int, workers_universal: int, masters: int, demoweb: bool, p
         _show(run_dir)
         return
     spec = local_fleet.FleetSpec(workers_list=workers_list, workers_universal=workers_universal, masters=masters,
-                                 demoweb=demoweb, pages=pages, redis_aof=True, owner="up", timeout=timeout)
+                                 demoweb=demoweb, pages=pages, redis_aof=True, mongo_on_disk=True, supervise=True,
+                                 owner="up", timeout=timeout)
     began = time.monotonic()
     try:
         result = local_fleet.up(run_dir, spec)
@@ -135,4 +138,17 @@ def _redis_has_aof(run_dir: str) -> bool:
         return True
 
 
-COMMANDS = (up, down, fleet)
+@click.command("supervise")
+def supervise() -> None:
+    """Watch the local fleet of the run directory until SIGTERM (`crawlfleet up` starts this as one of the fleet's
+    processes): restart a service that stays unhealthy past CRAWLFLEET_SUPERVISE_BOUND in place, start a process
+    that died again, replace a worker the master retired; with back-off, saying why in the log."""
+    from deploy import supervisor
+    from messaging.service import setup_logging
+
+    settings = load()
+    setup_logging(settings.log_level)
+    supervisor.run(settings)
+
+
+COMMANDS = (up, down, fleet, supervise)

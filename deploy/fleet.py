@@ -17,8 +17,13 @@ Children get the local services' addresses pinned in their environment (``CRAWLF
 file), whatever the caller's environment says: the fleet belongs to this run directory.
 
 Persistence: Redis runs with an append-only file (fsync every second) when ``FleetSpec.redis_aof`` (``crawlfleet
-up``): accepted requests, queues and leases survive a Redis restart, but for at most the last second. The demo runs
-without (nothing survives); Kafka (Tansu, memory) and MongoDB (SecantusDB, memory) keep nothing across a restart.
+up``): accepted requests, queues and leases survive a Redis restart, but for at most the last second. MongoDB keeps
+its data on disk under ``<run_dir>/mongo/data`` (``FleetSpec.mongo_on_disk``): stored items survive its restart.
+The demo runs both in memory (nothing survives); Kafka (Tansu, memory) keeps nothing across a restart.
+
+Supervision (``FleetSpec.supervise``): the fleet's last process is ``crawlfleet supervise`` (:mod:`deploy.supervisor`),
+which restarts in place a service that stays unhealthy (checked through a write) past a bound, starts a process that
+died again, and replaces a worker the master retired (hung, stopped) — with back-off, saying why in its log.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 
 from deploy import services as local_services
 from deploy.demoweb import DEFAULT_PAGES, demoweb_status, start_demoweb, stop_demoweb
-from deploy.procs import log_tail, pid_alive, port_free, spawn, stop_pid, wait_for
+from deploy.procs import kill_hard, log_tail, pid_alive, port_free, spawn, stop_pid, wait_for
 from deploy.services.redis import RedisService
 from deploy.state import locked, modify_state
 from messaging import clients, keys
@@ -45,7 +50,8 @@ from messaging.settings import SETTINGS, load, read_state
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SPIDER_TYPES = ("list", "universal")
 # Roles in the order ``down`` stops them: workers first, so that they can still hand their leases back.
-STOP_ORDER = ("worker", "master", "redis-monitor", "kafka-monitor")
+# The supervisor goes first of all: it must not restart what is being stopped.
+STOP_ORDER = ("supervisor", "worker", "master", "redis-monitor", "kafka-monitor")
 WORKER_STOP_SECONDS = 30.0  # a worker flushes its items and returns its leases before it exits
 STOP_SECONDS = 10.0
 
@@ -62,6 +68,8 @@ class FleetSpec:
     demoweb: bool = True
     pages: int = DEFAULT_PAGES  # articles per demo site
     redis_aof: bool = True
+    mongo_on_disk: bool = True  # MongoDB's data under <run_dir>/mongo/data (the demo runs it in memory)
+    supervise: bool = True  # a supervisor restarts what stays unhealthy and replaces dead or fenced workers
     owner: str = "up"  # who started it ("up", "demo"): the demo stops only a fleet it started
     timeout: float = 90.0  # seconds for everything to be ready
 
@@ -122,6 +130,10 @@ def worker_process(job: str, spider: str) -> FleetProcess:
                         ready=f"worker {job} ready", job=job, spider=spider)
 
 
+def supervisor_process() -> FleetProcess:
+    return FleetProcess("supervisor", "supervisor", cli_argv("supervise"), ready="supervisor: watching")
+
+
 def plan(spec: FleetSpec, host: str, next_numbers: Mapping[str, int]) -> list[FleetProcess]:
     """The processes of a new fleet, in start order; worker numbers continue from ``next_numbers`` (per spider)."""
     processes = [master_process(n) for n in range(1, spec.masters + 1)] + monitor_processes()
@@ -129,7 +141,14 @@ def plan(spec: FleetSpec, host: str, next_numbers: Mapping[str, int]) -> list[Fl
     for spider in SPIDER_TYPES:
         first = next_numbers.get(spider, 1)
         processes += [worker_process(job_id(host, spider, n), spider) for n in range(first, first + counts[spider])]
+    if spec.supervise:
+        processes.append(supervisor_process())
     return processes
+
+
+def mongo_storage(run_dir: Path, spec: FleetSpec) -> str | None:
+    """Where MongoDB keeps its data: on disk under the run directory for `crawlfleet up`, in memory for the demo."""
+    return str(run_dir / "mongo" / "data") if spec.mongo_on_disk else None
 
 
 # --- up ----------------------------------------------------------------------------------------------------------
@@ -139,7 +158,8 @@ def up(run_dir: str | os.PathLike[str], spec: FleetSpec | None = None) -> dict[s
     run_dir = Path(run_dir).resolve()
     with locked(run_dir, "fleet"):
         restart_redis_in_place(run_dir, spec.timeout)
-        local_services.up(run_dir, local_services.Options(redis_aof=spec.redis_aof, timeout=spec.timeout))
+        local_services.up(run_dir, local_services.Options(redis_aof=spec.redis_aof, timeout=spec.timeout,
+                                                          mongo_storage=mongo_storage(run_dir, spec)))
         if spec.demoweb and not demoweb_status(run_dir)["running"]:
             stop_demoweb(run_dir)  # a stale record, if any
             start_demoweb(run_dir, pages=spec.pages)
@@ -195,6 +215,35 @@ def _reconcile(run_dir: Path, record: dict[str, Any], env: dict[str, str], timeo
         modify_state(run_dir, lambda state: state.__setitem__("fleet", record))
         _await_ready(respawned, env, timeout)
     return [process.name for process in respawned]
+
+
+def replace_process(run_dir: Path, name: str, kill: bool = False, timeout: float = 90.0) -> str:
+    """Start a recorded process again (the supervisor's action; the caller holds the fleet lock): a worker under a
+    new job id (its old one is retired for good). ``kill``: SIGKILL it first (a fenced worker that hangs or was
+    stopped: it will never recover, and its leases are already back in ``seeds``). Returns the new name."""
+    state = read_state(run_dir)
+    record = state.get("fleet")
+    if not record:
+        raise FleetError("no fleet is recorded")
+    processes = [FleetProcess.from_dict(data) for data in record["processes"]]
+    index = next((i for i, p in enumerate(processes) if p.name == name), None)
+    if index is None:
+        raise FleetError(f"no process {name!r} in the fleet")
+    process = processes[index]
+    if process.alive:
+        if kill:
+            kill_hard(process.pid)
+        else:
+            return process.name  # it came back meanwhile
+    if process.role == "worker":
+        process = worker_process(_next_job(run_dir, process.spider or "list"), process.spider or "list")
+    env = child_env(run_dir, state)
+    _spawn(run_dir, process, env)
+    processes[index] = process
+    record = {**record, "processes": [p.to_dict() for p in processes]}
+    modify_state(run_dir, lambda state: state.__setitem__("fleet", record))
+    _await_ready([process], env, timeout)
+    return process.name
 
 
 def _next_job(run_dir: Path, spider: str) -> str:

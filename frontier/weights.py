@@ -10,7 +10,9 @@ Only whole minutes count: the current minute (partial) and the minute of the wor
 left out. A worker without a busy whole minute yet but with completions in those partial minutes is measured by
 them: its completions since it started per minute since it started (:func:`partial_rate`) — otherwise a worker that
 finished all it was given within its first minute would look new for ever, and the dispatch window, which counts
-what it was given, would hold it back. A worker with neither has no history; it starts at the mean weight of the
+what it was given, would hold it back. A measured worker's rate is at least what it completed in the current
+minute (it certainly reached that), so a worker that got faster after a slow period is given more within the
+round, not at the next minute. A worker with neither has no history; it starts at the mean weight of the
 workers of its spider type that have one, or at CRAWLFLEET_DISPATCH_INITIAL_RATE when none has.
 """
 
@@ -86,5 +88,10 @@ def measure(registry: WorkerRegistry, started: Mapping[str, float], now: float, 
         if rate is None and started[job]:  # the partial minutes (joining, current) are all that is known
             joined = {f"d{minute_of(started[job])}", f"d{minute_of(now)}"}
             rate = partial_rate(sum(done) + sum(row[column[name]] for name in joined), started[job], now)
+        elif rate is not None:
+            # what it completed so far this minute is a rate it has certainly reached: a worker that got faster after
+            # a slow period (a slow site, a fault) would otherwise be held to its slow average, and dispatch to it
+            # would pause until the next minute of the Redis clock (18-50 s in a fault probe)
+            rate = max(rate, float(row[column[f"d{minute_of(now)}"]]))
         result[job] = Measured(rate, row[column["out"]])
     return result

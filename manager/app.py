@@ -35,6 +35,7 @@ from manager.poller import QueuePoller
 from manager.queue import SqlitePendingQueue
 from manager.registry import ManagerRegistry
 from messaging import clients
+from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
 HISTORY_SAMPLE_SECONDS = 15.0  # every manager tries this often; one sample per minute is written
@@ -64,6 +65,7 @@ class Manager:
         self._site_watch: Any = None
         self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
+        self.registry_outage = OutageLog(logger, "manager: the registry heartbeat (Redis)")
 
     # --- blocking work, off the reactor -----------------------------------------------------------------------------
     @property
@@ -159,7 +161,8 @@ class Manager:
                 self.host, config.url, config.node_name, config.max_proc, running, pending)
 
         d = self.in_thread(beat)
-        d.addErrback(lambda f: logger.warning("manager registry heartbeat failed: %s", f.getErrorMessage()))
+        d.addCallbacks(lambda _: self.registry_outage.ok(), lambda f: self.registry_outage.failed(f.value))
+        d.addCallback(lambda _: None)
         return d
 
     def sample_history(self) -> defer.Deferred[Any]:

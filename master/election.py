@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from messaging import keys
+from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
 
@@ -35,21 +36,29 @@ class Leadership:
         self.stopping = threading.Event()
         self._election: Any = None
         self._lock = threading.Lock()
+        self.outage = OutageLog(logger, "master: the election (ZooKeeper, or Redis for the epoch)")
 
     def run(self, lead: Callable[[int, threading.Event], None]) -> None:
         """Call ``lead(epoch, lost)`` each time this process wins; ``lost`` is set when it must step down."""
         from kazoo.exceptions import KazooException
+        from kazoo.protocol.states import KazooState
 
+        def back(state: str) -> bool:  # a standby waiting in the election learns of ZooKeeper's return here
+            if state == KazooState.CONNECTED:
+                self.outage.ok()
+            return False
+
+        self.zk.add_listener(back)
         while not self.stopping.is_set():
             with self._lock:
                 self._election = self.zk.Election(self.path, self.identifier)
             try:
                 self._election.run(self._lead, lead)
             except KazooException as exc:  # connection trouble while contending: wait for it to come back
-                logger.warning("election interrupted: %s", exc)
+                self.outage.failed(exc)
                 self.stopping.wait(1.0)
-            except Exception:
-                logger.exception("leader step failed")
+            except Exception as exc:  # Redis away (the epoch), or the leader's loop failed: one line per outage
+                self.outage.failed(exc)
                 self.stopping.wait(1.0)
 
     def stop(self) -> None:
@@ -70,12 +79,16 @@ class Leadership:
             return False
 
         self.zk.add_listener(on_state)
+        led = False
         try:
             if self.zk.state != KazooState.CONNECTED or self.stopping.is_set():
                 return
             epoch = int(self.redis.incr(keys.MASTER_EPOCH))
+            self.outage.ok()
             logger.info("leading the dispatch with epoch %d (%s)", epoch, self.identifier)
+            led = True
             lead(epoch, lost)
         finally:
             self.zk.remove_listener(on_state)
-            logger.info("stepped down (%s)", "stopping" if self.stopping.is_set() else "leadership lost")
+            if led:  # not once per failed attempt to take an epoch while Redis is away
+                logger.info("stepped down (%s)", "stopping" if self.stopping.is_set() else "leadership lost")

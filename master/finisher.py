@@ -22,9 +22,13 @@ back dispatch and failover. When the sweep has seen all of ``seeds`` and the cra
 crawl is declared finished; a crawl that becomes ready during a sweep waits for the next one.
 
 Once: the state moves ``running`` -> ``finished`` in one script on ``crawl:<id>`` that also marks the event pending;
-the ``crawl_finished`` event (crawlid, userid, pages, items, duration) is produced to the outbound topic, flushed,
-and then marked sent; only then does the crawl leave the candidates. A master that dies between producing and
-marking makes the next leader produce it again (at least once; exactly once without a crash in that gap). Stopped
+the ``crawl_finished`` event (crawlid, userid, duration, and the exact counts of :mod:`messaging.counts`: pages and
+items once per canonical URL, re-processings as ``restored``, failed tasks by reason, why the start URL failed) is
+produced to the outbound topic, flushed, and then marked sent; only then does the crawl leave the candidates. A send
+that fails or times out discards the producer's buffered copy (``master.service``), so the event is not delivered
+late besides being sent again by the next check (a Kafka outage across a crawl's end once sent it twice). A master
+that dies between producing and marking makes the next leader produce it again (at least once; exactly once without
+a crash in that gap); every copy carries the same ``event_id``. Stopped
 crawls and crawls without a ``crawl:<id>`` hash are never declared finished. The crawl's keys then expire after
 CRAWLFLEET_CRAWL_TTL, and so do the keys of its own Bloom filter (``frontier.bloom.crawl_namespace``), whose TTL
 otherwise only slides with activity.
@@ -45,6 +49,7 @@ from frontier.revisit import has_schedule
 from master.lua import LUA
 from messaging import keys
 from messaging.clients import as_text
+from messaging.counts import read_counts
 from messaging.domains import host_problem
 from messaging.scripts import lua_source
 from messaging.tasks import CrawlFields, CrawlState
@@ -89,9 +94,11 @@ class Finisher:
 
     def check(self, now: float) -> list[str]:
         """One bounded pass: look at the candidates, advance the verification sweep by at most ``scan_budget``
-        entries of ``seeds``, and announce the crawls it cleared; returns the crawls whose event was produced now."""
+        entries of ``seeds``, and announce the crawls it cleared; returns the crawls whose event was produced now.
+        A crawl whose check fails does not stop the others; the first failure is raised at the end."""
         produced = []
         ready = []
+        errors: list[Exception] = []
         candidates = [as_text(c) for c in self.redis.srandmember(keys.FINISH_CANDIDATES, CHECK_BATCH) or []]
         for crawlid in candidates:
             try:
@@ -100,8 +107,8 @@ class Finisher:
                     produced.append(crawlid)
                 elif verdict == _VERIFY:
                     ready.append(crawlid)
-            except Exception:  # one bad crawl must not stop the others (nor the master)
-                logger.exception("checking whether crawl %s finished", crawlid)
+            except Exception as exc:  # one bad crawl must not stop the others; the caller logs it once per outage
+                errors.append(exc)
         if self._sweep is None and ready:
             self._sweep = _Sweep(frozenset(ready))
         if self._sweep is not None and self._advance(self._sweep):
@@ -110,8 +117,10 @@ class Finisher:
                 try:
                     if self._conclude(crawlid, sweep.strays[crawlid], now):
                         produced.append(crawlid)
-                except Exception:
-                    logger.exception("checking whether crawl %s finished", crawlid)
+                except Exception as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]  # Kafka or Redis away: the reporting loop's OutageLog says so once, not per crawl
         return produced
 
     def _triage(self, crawlid: str) -> str:
@@ -168,7 +177,8 @@ class Finisher:
         self.redis.hset(crawl_key, EVENT_FIELD, "sent")
         self.redis.srem(keys.FINISH_CANDIDATES, crawlid)
         if self.crawl_ttl > 0:
-            for key in (crawl_key, keys.crawl_domains(crawlid)):
+            for key in (crawl_key, keys.crawl_domains(crawlid), keys.crawl_counted(crawlid),
+                        keys.crawl_totals(crawlid)):
                 self.redis.expire(key, int(self.crawl_ttl))
             expire_filter(self.redis, crawl_namespace(crawlid), self.crawl_ttl)
         logger.info("crawl %s finished", crawlid)
@@ -189,14 +199,18 @@ class Finisher:
         return sum(max(0, int(v or 0)) for v in pipe.execute())
 
     def _event(self, crawlid: str, now: float) -> dict[str, Any]:
-        fields = [CrawlFields.USERID, CrawlFields.PAGES, CrawlFields.ITEMS, CrawlFields.CREATED,
-                  CrawlFields.FINISHED, CrawlFields.SPIDER_TYPE]
-        userid, pages, items, created, finished, spider_type = (
+        """The event: who, how long, and the exact counts (:mod:`messaging.counts`: pages and items once per
+        canonical URL, ``restored`` re-processings, ``failures`` by reason, ``start_failure``). ``event_id`` (the
+        crawl and its finish time, fixed when it finished) is the same in every copy, so a consumer that sees the
+        event twice (a master died between producing it and marking it sent) can tell."""
+        fields = [CrawlFields.USERID, CrawlFields.CREATED, CrawlFields.FINISHED, CrawlFields.SPIDER_TYPE]
+        userid, created, finished, spider_type = (
             as_text(v) if v is not None else None for v in self.redis.hmget(keys.crawl(crawlid), fields))
         finished_at = float(finished) if finished else now
         duration = max(0.0, finished_at - float(created)) if created else None
-        return {"event": EVENT, "crawlid": crawlid, "userid": userid or "", "spider_type": spider_type or "",
-                "pages": int(pages or 0), "items": int(items or 0), "finished": finished_at,
+        counts = read_counts(self.redis, crawlid)
+        return {"event": EVENT, "event_id": f"{crawlid}@{finished_at!r}", "crawlid": crawlid, "userid": userid or "",
+                "spider_type": spider_type or "", **counts.as_dict(), "finished": finished_at,
                 "duration": round(duration, 3) if duration is not None else None}
 
 

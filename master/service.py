@@ -21,7 +21,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
+
+from redis.exceptions import RedisError
 
 from frontier.registry import WorkerRegistry
 from frontier.weights import minute_of
@@ -34,6 +37,7 @@ from master.staging import LeadershipLost, send_dead_letters
 from messaging import clients, modules
 from messaging.clock import RedisClock
 from messaging.identity import node_name
+from messaging.outage import OutageLog
 from messaging.settings import Settings
 from messaging.siteconfig import SitePaths
 from messaging.stats import Stats
@@ -56,6 +60,9 @@ class MasterService:
         self._producer: Any = None
         self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)
+        self.dispatch_outage = OutageLog(logger, "master: dispatch rounds (Redis)")
+        self._grace_until = float("-inf")  # no worker is retired before this (Redis clock): see _leaves
+        self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")
 
     def run(self) -> None:
         """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
@@ -79,28 +86,33 @@ class MasterService:
                                 self.stats)
         requeuer = Requeuer(self.redis, epoch)
         revisits = RevisitMover(self.redis, epoch, settings.revisit_batch)
-        finisher = Finisher(self.redis, self._send, settings.crawl_ttl)
         done = threading.Event()
-        reporter = threading.Thread(target=self._report, args=(finisher, done), name="master-reporter", daemon=True)
+        reporter = threading.Thread(target=self._report, args=(done,), name="master-reporter", daemon=True)
         try:
-            landed, returned = dispatcher.staging.recover(minute_of(self.clock.now()))
-            if landed or returned:
-                logger.info("settled an earlier leader's batches: %d tasks had landed, %d back in seeds",
-                            landed, returned)
-            for job in requeuer.pending_jobs(self.registry.retired()):
-                requeuer.requeue(job)
-                self.registry.forget(job, self.clock.now())
+            self._settle_earlier(dispatcher, requeuer)
             reporter.start()
             next_leaves = next_revisits = 0.0
+            if self._redis_was_away():
+                # no heartbeat could be written while Redis was away: give the workers one TTL to write again
+                next_leaves = self.clock.now() + settings.heartbeat_ttl
+                logger.info("Redis or ZooKeeper was away until just now: retiring no worker for %.0fs",
+                            settings.heartbeat_ttl)
             while not lost.is_set() and not self.leadership.stopping.is_set():
-                now = self.clock.now()
-                if now >= next_leaves:
-                    self._leaves(requeuer, now)
-                    next_leaves = now + LEAVE_CHECK_SECONDS
-                if now >= next_revisits:
-                    revisits.round(now)
-                    next_revisits = now + settings.revisit_interval
-                result = dispatcher.round(now)
+                try:
+                    now = self.clock.now()
+                    if now >= next_leaves:
+                        self._leaves(requeuer, now)
+                        next_leaves = now + LEAVE_CHECK_SECONDS
+                    if now >= next_revisits:
+                        revisits.round(now)
+                        next_revisits = now + settings.revisit_interval
+                    result = dispatcher.round(now)
+                except RedisError as exc:
+                    # Redis away: say so once and step down; the election takes a new epoch once Redis answers, and
+                    # the leader of that epoch settles what the outage cut short (a batch half-moved)
+                    self.dispatch_outage.failed(exc)
+                    raise
+                self.dispatch_outage.ok()
                 if result.total:
                     logger.debug("dispatched %s", result.placed)
                 else:
@@ -112,27 +124,50 @@ class MasterService:
             if reporter.is_alive():
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)
 
-    def _report(self, finisher: Finisher, done: threading.Event) -> None:
+    def _redis_was_away(self) -> bool:
+        """Whether this master saw Redis (or ZooKeeper, for its election) fail within the last heartbeat TTL."""
+        now = time.monotonic()
+        ended = [log.ended_at for log in (self.leadership.outage, self.dispatch_outage) if log.ended_at is not None]
+        return self.leadership.outage.down or any(now - at < self.settings.heartbeat_ttl for at in ended)
+
+    def _settle_earlier(self, dispatcher: Dispatcher, requeuer: Requeuer) -> None:
+        """Batches left half-moved and requeues left half-done (by an earlier leader, or by a Redis outage)."""
+        landed, returned = dispatcher.staging.recover(minute_of(self.clock.now()))
+        if landed or returned:
+            logger.info("settled batches left half-moved: %d tasks had landed, %d back in seeds", landed, returned)
+        for job in requeuer.pending_jobs(self.registry.retired()):
+            requeuer.requeue(job)
+            self.registry.forget(job, self.clock.now())
+
+    def _report(self, done: threading.Event) -> None:
         """The leader's second thread: finished crawls (``crawl_finished`` events) and dead letters go to Kafka here,
         so that neither a slow producer nor the finisher's sweep of ``seeds`` ever holds back a dispatch round."""
-        failing = False
+        finisher = Finisher(self.redis, self._send, self.settings.crawl_ttl)
         while not done.is_set():
             try:
                 finisher.check(self.clock.now())
                 send_dead_letters(self.redis, self._send_failed)
-                if failing:
-                    logger.info("master: reporting finished crawls and dead letters works again")
-                failing = False
             except Exception as exc:  # Redis or Kafka away: one line when it starts failing, the loop goes on
-                if not failing:
-                    logger.warning("master: cannot report finished crawls or dead letters (%s: %s); retrying",
-                                   type(exc).__name__, exc)
-                failing = True
+                self.report_outage.failed(exc)
+            else:
+                if self.report_outage.ok() is not None:
+                    # a verification sweep begun before the outage read a seeds that a Redis restart may have
+                    # rebuilt (its ZSCAN cursor means nothing now): the next one starts afresh
+                    finisher = Finisher(self.redis, self._send, self.settings.crawl_ttl)
             done.wait(self.settings.finish_interval)
 
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
         ttl = self.settings.heartbeat_ttl
-        for job in self.registry.expired(ttl, now):
+        expired = self.registry.expired(ttl, now)
+        if expired and len(expired) == len(self.registry.live()) and now >= self._grace_until + ttl:
+            # every worker silent at once: Redis could not take heartbeats (an outage), not every worker dead;
+            # give them one TTL to write again (those that stay silent are retired then)
+            self._grace_until = now + ttl
+            logger.warning("every worker's heartbeat is older than %.0fs (Redis was away?): waiting %.0fs more "
+                           "before retiring any", ttl, ttl)
+        if now < self._grace_until:
+            return
+        for job in expired:
             if self.registry.retire(job, now - ttl, now):
                 logger.warning("worker %s left (no heartbeat for %.0fs): retired, requeueing its tasks", job, ttl)
                 moved = requeuer.requeue(job)
@@ -141,18 +176,34 @@ class MasterService:
                 self.stats.incr("requeued", moved)
 
     def _send(self, event: dict[str, Any]) -> None:
+        """Produce one event and wait for Kafka's acknowledgement; on failure the producer is discarded with what
+        it buffers, so that the event is not delivered late *and* again by the finisher's next attempt."""
         producer = self._kafka()
-        producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
-        producer.flush(timeout=30)
+        try:
+            producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
+            producer.flush(timeout=30)
+        except Exception:
+            self._discard(producer)
+            raise
+
+    def _discard(self, producer: Any) -> None:
+        with self._producer_lock:
+            if self._producer is producer:
+                self._producer = None
+        clients.discard_producer(producer)
 
     def _send_failed(self, records: list[dict[str, Any]]) -> None:
         """Dead letters to the failed topic (keyed by crawl), acknowledged before this returns."""
         producer = self._kafka()
         futures = [producer.send(self.settings.topic_failed, record, key=record.get("crawlid") or None)
                    for record in records]
-        producer.flush(timeout=30)
-        for future in futures:
-            future.get(timeout=30)
+        try:
+            producer.flush(timeout=30)
+            for future in futures:
+                future.get(timeout=30)
+        except Exception:
+            self._discard(producer)
+            raise
 
     def _kafka(self) -> Any:
         with self._producer_lock:

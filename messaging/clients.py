@@ -100,6 +100,19 @@ def kafka_producer(settings: Settings | None = None, **kwargs: Any) -> Any:
     return KafkaProducer(**options)
 
 
+def discard_producer(producer: Any) -> None:
+    """Close a producer *without* delivering what it still buffers: after a send that failed or timed out, the
+    record may still sit in the producer and reach Kafka when it returns, besides the retry that the caller makes
+    (a ``crawl_finished`` event was once delivered twice that way). Never blocks."""
+    sender = getattr(producer, "_sender", None)
+    if sender is not None:
+        sender.force_close()  # kafka-python: abort the buffered batches instead of sending them
+    try:
+        producer.close(timeout=0)
+    except Exception:  # closing a producer that cannot flush: nothing left to do with it
+        pass
+
+
 def kafka_consumer(settings: Settings | None = None, *topics: str, **kwargs: Any) -> Any:
     """A consumer with manual commits (commit after the work is durable) and the configured group timeouts."""
     from kafka import KafkaConsumer
@@ -155,7 +168,11 @@ def zk_client(settings: Settings | None = None, start: bool = True, **kwargs: An
     from kazoo.client import KazooClient
 
     settings = _settings(settings)
-    options: dict[str, Any] = {"hosts": settings.zk_hosts, "timeout": settings.zk_timeout}
+    # reconnect attempts back off only up to CRAWLFLEET_ZK_RECONNECT_MAX_DELAY, never kazoo's hour, forever
+    reconnect = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_jitter": 0.4,
+                 "max_delay": settings.zk_reconnect_max_delay}
+    options: dict[str, Any] = {"hosts": settings.zk_hosts, "timeout": settings.zk_timeout,
+                               "connection_retry": reconnect}
     options.update(kwargs)
     client = KazooClient(**options)
     if start:

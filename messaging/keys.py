@@ -51,6 +51,20 @@ def crawl(crawlid: str) -> str:
     return f"crawl:{crawlid}"
 
 
+# --- exact counts of a crawl (hash tag: the crawl) ---------------------------------------------------------------
+def crawl_counted(crawlid: str) -> str:
+    """hash: a page's canonical-URL fingerprint (hex) -> what its first processing counted: its items, or
+    ``f:<reason>`` when it failed. Changed with ``crawl_totals`` in one script (``spiders.worker.commit``)."""
+    return f"crawl:{{{crawlid}}}:counted"
+
+
+def crawl_totals(crawlid: str) -> str:
+    """hash: the crawl's exact counts: ``pages`` and ``items`` once per canonical URL, ``restored`` (pages processed
+    again), ``failed:<reason>`` (failed pages by reason), ``start`` (why the start URL failed). ``pages`` and
+    ``items`` of ``crawl:<crawlid>`` mirror them (``messaging.counts``)."""
+    return f"crawl:{{{crawlid}}}:totals"
+
+
 # --- a worker's domain queues and leases (hash tag: the domain) --------------------------------------------------
 def queue(job: str, domain: str) -> str:
     """zset: job's tasks for one domain (score: priority order)."""
@@ -340,6 +354,13 @@ def stats_crawler(spider_type: str, status: int | str, window: str | int) -> str
 def metrics_endpoint(module: str, host: str, pid: int) -> str:
     """string with TTL: where a process serves its Prometheus /metrics."""
     return f"metrics:{module}:{host}:{pid}"
+
+
+# --- health checks ----------------------------------------------------------------------------------------------
+def health(who: str) -> str:
+    """string with TTL: written by a health check (``crawlfleet services status``, the fleet's supervisor) to prove
+    that Redis takes writes, not merely answers PING."""
+    return f"health:{who}"
 
 
 # --- requests waiting for the Redis monitor ----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from messaging.identity import worker_ip
 from messaging.metrics import serve_metrics
+from messaging.outage import quiet_reconnects
 from messaging.settings import Settings
 from messaging.stats import Heartbeat, Stats
 
@@ -41,6 +42,7 @@ def setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for name in QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+    quiet_reconnects(QUIET_LIBRARIES)  # their reconnection warnings: once per outage, not once per attempt
 
 
 def run_service(service: Service, settings: Settings, module: str, banner: Callable[[str], str]) -> None:

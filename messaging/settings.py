@@ -76,6 +76,19 @@ define("CRAWLFLEET_NODE_NAME", "", "Name this host reports in API envelopes and 
        group="local")
 define("CRAWLFLEET_LOG_LEVEL", "INFO", "Log level of crawlfleet's long-running processes.", group="local")
 
+# local run: the fleet's supervisor (deploy/supervisor.py, started by `crawlfleet up`)
+define("CRAWLFLEET_SUPERVISE_INTERVAL", 5.0,
+       "Seconds between two checks of the local fleet's supervisor (services through a write, processes, fenced "
+       "workers).", group="local", parse=float)
+define("CRAWLFLEET_SUPERVISE_BOUND", 20.0,
+       "Seconds a service may stay unhealthy before the supervisor restarts it in place (same port, same data).",
+       group="local", parse=float)
+define("CRAWLFLEET_SUPERVISE_BACKOFF", 5.0,
+       "Seconds the supervisor waits before restarting the same service or process again; doubles with each "
+       "restart in a row.", group="local", parse=float)
+define("CRAWLFLEET_SUPERVISE_BACKOFF_MAX", 120.0,
+       "The longest wait between two restarts of the same service or process.", group="local", parse=float)
+
 # --- redis -------------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_REDIS_URL", "redis://127.0.0.1:6379/0",
        "Redis URL (``redis://`` or ``rediss://`` for TLS; user:password@ for ACL credentials). With "
@@ -109,6 +122,12 @@ define("CRAWLFLEET_ZK_TIMEOUT", 5.0,
        "ZooKeeper session timeout in seconds (short: a lost master is replaced fast).", group="zookeeper",
        parse=float)
 define("CRAWLFLEET_ZK_ROOT", "/crawlfleet", "Root znode of crawlfleet's tree.", group="zookeeper")
+
+# zookeeper recovery (issue 29): how soon a client notices that ZooKeeper is back
+define("CRAWLFLEET_ZK_RECONNECT_MAX_DELAY", 1.0,
+       "Longest pause in seconds between two connection attempts while ZooKeeper is away (kazoo's default grows "
+       "to an hour, so sessions resumed 20 s after a 20 s outage); with its jitter a client is back within about "
+       "1.5 s of ZooKeeper's return.", group="zookeeper", parse=float)
 
 # --- mongodb -----------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_MONGO_URI", "mongodb://127.0.0.1:27017/",

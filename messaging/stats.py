@@ -35,6 +35,7 @@ from redis.cluster import RedisCluster
 
 from messaging import keys
 from messaging.clock import NOW_SECONDS_LUA
+from messaging.outage import OutageLog
 from messaging.scripts import LUA, lua_source
 
 DEFAULT_WINDOWS = (60, 300, 900, 3600, 86400)
@@ -221,7 +222,7 @@ class BufferedStats:
         self._pending: Tally[str] = Tally()
         self._lock = threading.Lock()  # guards _pending: incr() runs on the reactor, flush() in the thread
         self._flushing = threading.Lock()  # one flush at a time (the thread's and close()'s)
-        self._failing = False
+        self.outage = OutageLog(logger, f"{stats.module} counters: writing to Redis (kept until it answers)")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"stats-flush-{stats.module}", daemon=True)
         self._thread.start()
@@ -248,14 +249,9 @@ class BufferedStats:
             except Exception as exc:  # Redis down or slow: keep the counts, say so once
                 with self._lock:
                     self._pending.update(batch)
-                if not self._failing:
-                    self._failing = True
-                    logger.warning("%s counters: cannot write to Redis (%s); keeping them until it answers",
-                                   self.stats.module, exc)
+                self.outage.failed(exc)
                 return False
-            if self._failing:
-                self._failing = False
-                logger.info("%s counters: writing to Redis again", self.stats.module)
+            self.outage.ok()
             return True
 
     def _run(self) -> None:

@@ -60,15 +60,21 @@ class LocalService(ABC):
     def connection(self, record: ServiceRecord) -> dict[str, Any]:
         """State-file fields that configure clients (``redis_url``, ``kafka_bootstrap``, …)."""
 
+    def healthy(self, record: ServiceRecord) -> bool:
+        """True when the service does what the fleet needs from it — a write where it stores (Redis: a SET, MongoDB:
+        a write to a health collection, Kafka: a produce), not merely an answer to a ping: a MongoDB whose disk is
+        full still answers ping while every write fails. Raises with the reason when it does not."""
+        return self.ready(record)
+
     def ping(self, record: ServiceRecord) -> tuple[bool, str]:
-        """Health for ``status``: (healthy, detail)."""
+        """Health for ``status`` and the supervisor: (healthy, detail), through :meth:`healthy`."""
         dead = [pid for pid in record.pids if not pid_alive(pid)]
         if dead:
             return False, f"process {dead} not running"
         try:
-            return (True, "ok") if self.ready(record) else (False, "not answering")
+            return (True, "ok") if self.healthy(record) else (False, "not answering")
         except Exception as exc:
-            return False, f"{type(exc).__name__}: {exc}"
+            return False, f"{type(exc).__name__}: {_one_line(str(exc))}"
 
     def wait_ready(self, record: ServiceRecord, timeout: float) -> None:
         def exited() -> str | None:
@@ -89,3 +95,7 @@ class LocalService(ABC):
                 wait_for(lambda port=port: port_free(port, self.host), 15.0, f"port {port} to be free")
             except TimeoutError as exc:
                 raise ServiceError(f"{self.name}: {exc}") from exc
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(text.split())[:limit]

@@ -13,6 +13,7 @@ from typing import Any
 
 from deploy.procs import free_port, spawn
 from deploy.services.base import LocalService, ServiceError, ServiceRecord
+from messaging import clients
 
 
 def tansu_bin() -> Path:
@@ -27,11 +28,17 @@ def tansu_bin() -> Path:
     return binary
 
 
+HEALTH_TOPIC = "crawlfleet.health"  # health checks produce here; nothing consumes it
+
+
 class KafkaService(LocalService):
     name = "kafka"
 
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port  # None: a free one; a fixed port restarts a broker where its clients look for it
+
     def start(self, run_dir: Path) -> ServiceRecord:
-        port = free_port()
+        port = self.port or free_port()
         url = f"tcp://{self.host}:{port}"
         argv = [str(tansu_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
@@ -49,5 +56,33 @@ class KafkaService(LocalService):
         finally:
             admin.close()
 
+    def healthy(self, record: ServiceRecord) -> bool:
+        """A produce to the health topic, acknowledged by the broker (the topic is created on first use)."""
+        return kafka_produces(f"{self.host}:{record.port}")
+
     def connection(self, record: ServiceRecord) -> dict[str, Any]:
         return {"kafka_bootstrap": f"{self.host}:{record.port}"}
+
+
+def kafka_produces(bootstrap: str, timeout: float = 5.0) -> bool:
+    """Produce one record to HEALTH_TOPIC and wait for the broker's acknowledgement."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=[bootstrap], request_timeout_ms=int(timeout * 1000))
+    try:
+        if HEALTH_TOPIC not in admin.list_topics():
+            try:
+                admin.create_topics([NewTopic(HEALTH_TOPIC, 1, 1)])
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=[bootstrap], acks=1, max_block_ms=int(timeout * 1000),
+                             request_timeout_ms=int(timeout * 1000), enable_idempotence=False)
+    try:
+        producer.send(HEALTH_TOPIC, b"ok").get(timeout=timeout)
+        return True
+    finally:
+        clients.discard_producer(producer)

@@ -32,17 +32,25 @@ class Options:
     timeout: float = 60.0
 
 
-def _service(name: str, options: Options | None = None, record: dict[str, Any] | None = None) -> LocalService:
+def _service(name: str, options: Options | None = None, record: dict[str, Any] | None = None,
+             same_port: bool = False) -> LocalService:
+    """The service to start (from ``options``) or of a recorded one (``record``; ``same_port``: to restart it where
+    its clients look for it, with the same data)."""
     options = options or Options()
+    port = record["ports"][0] if record is not None and same_port else None
     if name == "redis":
         cluster = record.get("cluster", False) if record is not None else options.redis_cluster
-        return RedisClusterService() if cluster else RedisService(aof=options.redis_aof)
+        if cluster:
+            return RedisClusterService()
+        aof = bool(record.get("aof")) if record is not None else options.redis_aof
+        return RedisService(aof=aof, port=port)
     if name == "zookeeper":
-        return ZooKeeperService()
+        return ZooKeeperService(port=port)
     if name == "kafka":
-        return KafkaService()
+        return KafkaService(port=port)
     if name == "mongo":
-        return MongoService(options.mongo_storage)
+        storage = record.get("storage_path") if record is not None else options.mongo_storage
+        return MongoService(storage, port=port)
     raise ValueError(f"unknown service {name!r} (known: {', '.join(SERVICE_NAMES)})")
 
 
@@ -104,6 +112,28 @@ def down(run_dir: str | os.PathLike[str], only: tuple[str, ...] = SERVICE_NAMES)
     if errors:
         raise ServiceError("; ".join(errors))
     return stopped
+
+
+def recorded(name: str, data: dict[str, Any]) -> LocalService:
+    """The service of a state-file record (for its health check or a restart)."""
+    return _service(name, record=data)
+
+
+def restart(run_dir: str | os.PathLike[str], name: str, timeout: float = 60.0) -> ServiceRecord:
+    """Stop a recorded service and start it again on its port with its data (a single server, not a Redis Cluster),
+    so that every client finds it where it was; the state file records the new pids."""
+    run_dir = Path(run_dir).resolve()
+    data = read_state(run_dir).get("services", {}).get(name)
+    if data is None:
+        raise ServiceError(f"{name} is not recorded in {run_dir}")
+    if data.get("cluster"):
+        raise ServiceError(f"{name}: a Redis Cluster is not restarted in place")
+    service = _service(name, record=data, same_port=True)
+    service.stop(ServiceRecord.from_dict(name, data))
+    started = service.start(run_dir)
+    service.wait_ready(started, timeout)
+    modify_state(run_dir, lambda state: state["services"][name].update(pids=started.pids))
+    return started
 
 
 def status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -19,15 +19,21 @@ def secantus_bin() -> str:
     return path
 
 
+HEALTH_DB, HEALTH_COLLECTION = "crawlfleet", "health"
+
+
 class MongoService(LocalService):
     name = "mongo"
 
-    def __init__(self, storage_path: str | None = None) -> None:
-        # ':memory:' is wiped on restart; a disk path survives one (tests that restart the server use one).
+    def __init__(self, storage_path: str | None = None, port: int | None = None) -> None:
+        # ':memory:' is wiped on restart; a disk path survives one (`crawlfleet up` keeps one under the run dir).
         self.storage_path = storage_path or ":memory:"
+        self.port = port  # None: a free one; a fixed port restarts a server where its clients look for it
 
     def start(self, run_dir: Path) -> ServiceRecord:
-        port = free_port()
+        port = self.port or free_port()
+        if self.storage_path != ":memory:":
+            Path(self.storage_path).parent.mkdir(parents=True, exist_ok=True)
         data_dir = run_dir / "mongo"
         data_dir.mkdir(parents=True, exist_ok=True)
         argv = [secantus_bin(), "--host", self.host, "--port", str(port), "--storage-path", self.storage_path,
@@ -47,5 +53,26 @@ class MongoService(LocalService):
         finally:
             client.close()
 
+    def healthy(self, record: ServiceRecord) -> bool:
+        """A write to the health collection (``crawlfleet.health``, acknowledged): a full disk answers ping and
+        fails every write, and must show as unhealthy."""
+        return mongo_writes(self.host, record.port)
+
     def connection(self, record: ServiceRecord) -> dict[str, Any]:
         return {"mongo_uri": f"mongodb://{self.host}:{record.port}/"}
+
+
+def mongo_writes(host: str, port: int, timeout_ms: int = 3000) -> bool:
+    """Upsert one document into ``crawlfleet.health``; raises with the server's reason when the write fails."""
+    import time
+
+    from pymongo import MongoClient
+
+    client = MongoClient(host, port, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms,
+                         socketTimeoutMS=timeout_ms, retryWrites=False, directConnection=True)
+    try:
+        result = client[HEALTH_DB][HEALTH_COLLECTION].update_one(
+            {"_id": "services"}, {"$set": {"at": time.time()}}, upsert=True)
+        return bool(result.acknowledged)
+    finally:
+        client.close()

@@ -12,9 +12,11 @@ import redis.cluster
 
 from deploy.procs import free_port, port_free, spawn, wait_for
 from deploy.services.base import LocalService, ServiceError, ServiceRecord
+from messaging import keys
 
 # Enough databases that every test can have its own (isolation without key prefixes).
 DATABASES = 4096
+HEALTH_TTL = 60  # seconds a health check's key lives
 # A cluster node also listens on its port + 10000 (the cluster bus).
 CLUSTER_BUS_OFFSET = 10000
 
@@ -52,6 +54,12 @@ class RedisService(LocalService):
 
     def ready(self, record: ServiceRecord) -> bool:
         return _pings(self.host, record.port)
+
+    def healthy(self, record: ServiceRecord) -> bool:
+        """A write (``SET health:services EX``): a Redis that answers PING but refuses writes (out of memory, a
+        failed AOF write with ``stop-writes-on-bgsave-error``, read-only) is not healthy."""
+        with redis_py.Redis(host=self.host, port=record.port, socket_timeout=2) as client:
+            return bool(client.set(keys.health("services"), "ok", ex=HEALTH_TTL))
 
     def connection(self, record: ServiceRecord) -> dict[str, Any]:
         return {"redis_url": f"redis://{self.host}:{record.port}/0", "redis_cluster": False}

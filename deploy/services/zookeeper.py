@@ -31,6 +31,9 @@ def four_letter_word(port: int, word: str, host: str = "127.0.0.1", timeout: flo
 class ZooKeeperService(LocalService):
     name = "zookeeper"
 
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port  # None: a free one; a fixed port restarts a server where its clients look for it
+
     def start(self, run_dir: Path) -> ServiceRecord:
         java = shutil.which("java")
         if not java or not ZOOKEEPER_JAR.exists():
@@ -38,7 +41,7 @@ class ZooKeeperService(LocalService):
                                "(make install-deps)")
         data_dir = run_dir / "zookeeper"
         data_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
+        port = self.port or free_port()
         config = data_dir / "zoo.cfg"
         config.write_text(
             f"tickTime={TICK_MS}\ninitLimit=10\nsyncLimit=5\ndataDir={data_dir / 'data'}\nclientPort={port}\n"

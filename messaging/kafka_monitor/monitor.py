@@ -27,6 +27,7 @@ from messaging import clients, keys, modules
 from messaging.answers import answer_for, failed_record
 from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
+from messaging.outage import OutageLog
 from messaging.plugins import load_plugins
 from messaging.service import run_service
 from messaging.settings import Settings
@@ -74,7 +75,8 @@ class KafkaMonitor:
         self.paused = False
         self._stop = threading.Event()
         self._last_water_check = 0.0
-        self._water_unknown = False
+        self.outage = OutageLog(logger, "kafka-monitor: a batch (Redis or Kafka; retried from its first offsets)")
+        self.water_outage = OutageLog(logger, "kafka-monitor: reading the size of seeds (Redis)")
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -105,10 +107,11 @@ class KafkaMonitor:
                 self.process(records)
             except Exception as exc:  # Redis or Kafka unreachable: retry the batch, never skip it
                 self._rewind(records, exc)
+            else:
+                self.outage.ok()
 
     def _rewind(self, records: dict[Any, list[Any]], exc: BaseException) -> None:
-        logger.error("kafka-monitor: batch failed (%s: %s); retrying it in %.0fs", type(exc).__name__, exc,
-                     RETRY_PAUSE)
+        self.outage.failed(exc)
         for tp, batch in records.items():
             if batch and tp in self.consumer.assignment():
                 self.consumer.seek(tp, batch[0].offset)
@@ -123,11 +126,9 @@ class KafkaMonitor:
         try:
             size = int(self.redis.zcard(keys.SEEDS))
         except Exception as exc:  # Redis away: the batch write will fail and be retried anyway
-            if not self._water_unknown:  # once per outage, not twice a second
-                logger.warning("kafka-monitor: cannot read the size of seeds: %s", exc)
-            self._water_unknown = True
+            self.water_outage.failed(exc)  # once per outage, not twice a second
             return
-        self._water_unknown = False
+        self.water_outage.ok()
         partitions = list(self.consumer.assignment())
         if not self.paused and size > self.settings.seeds_high_water:
             self.paused = True

@@ -6,8 +6,8 @@ produced and acknowledged by Kafka before the request key is deleted, so a monit
 for another one once the lock expires (the client may then get the answer twice; it takes the first). A plugin that
 raises produces an ``error`` answer with the reason, and the request is done: a client can retry, and a request that
 can never succeed does not loop forever. While Redis or Kafka is away the loop keeps trying every
-CRAWLFLEET_REDIS_MONITOR_INTERVAL, and :class:`OutageLog` says so once when it starts, every OUTAGE_REPORT_SECONDS
-while it lasts, and once when it is over.
+CRAWLFLEET_REDIS_MONITOR_INTERVAL, and :class:`messaging.outage.OutageLog` says so once when it starts and once when
+it is over.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 from messaging import clients, keys, modules
 from messaging.answers import ERROR, OK, REJECTED, answer
 from messaging.clients import as_text
-from messaging.clock import Clock, SystemClock
+from messaging.clock import Clock
+from messaging.outage import OutageLog
 from messaging.plugins import load_plugins
 from messaging.redis_monitor.lease import RenewedLock
 from messaging.redis_monitor.plugins import Context, Plugin, Refused
@@ -31,46 +32,7 @@ from messaging.stats import Stats
 
 MODULE = modules.REDIS_MONITOR
 SCAN_COUNT = 1000
-OUTAGE_REPORT_SECONDS = 30.0  # while Redis or Kafka stays away, one log line this often
 logger = logging.getLogger("crawlfleet.redis_monitor")
-
-class OutageLog:
-    """Log a dependency's outage by its changes of state, never once per failed attempt.
-
-    One line when it starts failing (the error), one every ``every`` seconds while it stays down, one when it works
-    again (with how long it was down). A Redis outage once wrote a full traceback every 0.2 s; the traceback of the
-    first failure is kept for DEBUG."""
-
-    def __init__(self, log: logging.Logger, what: str, every: float = OUTAGE_REPORT_SECONDS,
-                 clock: Clock | None = None) -> None:
-        self.log = log
-        self.what = what
-        self.every = every
-        self.clock = clock or SystemClock()
-        self.since: float | None = None
-        self._reported = 0.0
-
-    @property
-    def down(self) -> bool:
-        return self.since is not None
-
-    def failed(self, exc: BaseException) -> None:
-        now = self.clock.now()
-        if self.since is None:
-            self.since = self._reported = now
-            self.log.error("%s failing: %s: %s (one line every %.0fs while it lasts)", self.what,
-                           type(exc).__name__, exc, self.every)
-            self.log.debug("%s: first failure", self.what, exc_info=exc)
-        elif now - self._reported >= self.every:
-            self._reported = now
-            self.log.warning("%s still failing after %.0fs: %s: %s", self.what, now - self.since,
-                             type(exc).__name__, exc)
-
-    def ok(self) -> None:
-        if self.since is not None:
-            self.log.warning("%s works again after %.0fs", self.what, self.clock.now() - self.since)
-            self.since = None
-
 
 class RedisMonitor:
     def __init__(self, settings: Settings, redis: Any = None, producer: Any = None,

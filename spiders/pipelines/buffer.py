@@ -10,9 +10,10 @@ wait at close) runs in simulated time in the unit tests.
   there is at most one write (or one retry of it) at a time, so batches land in order and a slow store is not
   hit by a pile of parallel writes.
 - A write that raises is retried with the very same batch after a back-off (``backoff_initial`` doubling up to
-  ``backoff_max``); new items keep queueing behind it. The log gets one line when the store is lost, one every
-  ``report_every`` seconds while it stays down, one when it is back: never a traceback per attempt (only the
-  first failure of an outage carries one, and only when the error is not of the expected, ``transient`` kinds).
+  ``backoff_max``); new items keep queueing behind it. The log gets one line when the store is lost, one when it
+  is back (and, if ``report_every`` is given, one every so many seconds while it stays down): never a traceback per
+  attempt (only the first failure of an outage carries one, and only when the error is not of the expected,
+  ``transient`` kinds).
 - ``write`` returns the positions of items the store refused for good (a document too large, an invalid one):
   retrying those cannot help, so their Deferreds errback with :class:`Refused`, and the others fire.
 - Back-pressure: ``on_backlog(True, waiting)`` once when ``capacity`` items wait, ``on_backlog(False, waiting)``
@@ -60,7 +61,7 @@ class WriteBuffer:
                  on_backlog: Callable[[bool, int], None] | None = None,
                  on_written: Callable[[int, int], None] | None = None,
                  clock: Any = None, run_in_thread: Callable[..., Deferred[Any]] | None = None,
-                 backoff_initial: float = 0.5, backoff_max: float = 10.0, report_every: float = 30.0,
+                 backoff_initial: float = 0.5, backoff_max: float = 10.0, report_every: float | None = None,
                  transient: tuple[type[BaseException], ...] = (), store: str = "the store") -> None:
         if clock is None:
             from twisted.internet import reactor as clock  # the running reactor; imported late so as not to install one
@@ -190,7 +191,7 @@ class WriteBuffer:
             logger.warning("%s write failed (%s: %s): %d items waiting, retrying with back-off up to %.0fs",
                            self.store, failure.type.__name__, _one_line(failure.getErrorMessage()), self.waiting,
                            self.backoff_max, exc_info=None if expected else failure.value)
-        elif now - self._last_report >= self.report_every:
+        elif self.report_every is not None and now - self._last_report >= self.report_every:
             self._last_report = now
             logger.warning("%s still failing after %.0fs (%s): %d items waiting", self.store,
                            now - self._down_since, failure.type.__name__, self.waiting)

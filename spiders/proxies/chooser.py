@@ -22,11 +22,11 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
+from messaging.outage import OutageLog
 from spiders.proxies.model import Proxy
 from spiders.proxies.store import ProxyStore
 
 logger = logging.getLogger(__name__)
-ERROR_LOG_INTERVAL = 30.0  # seconds between two log lines while MongoDB stays unreachable
 
 
 class LivePool:
@@ -45,7 +45,7 @@ class LivePool:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._store: ProxyStore | None = None
-        self._error_logged_at = float("-inf")
+        self.outage = OutageLog(logger, "proxy pool: reading it from MongoDB (keeping the last copy)", clock=clock)
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> LivePool:
@@ -113,10 +113,9 @@ class LivePool:
                 self.sync()
             except Exception as exc:  # MongoDB unreachable: keep the last copy, try again next round
                 self._loaded.set()  # nobody waits for a pool that cannot be read
-                now = time.monotonic()
-                if now - self._error_logged_at >= ERROR_LOG_INTERVAL:
-                    self._error_logged_at = now
-                    logger.warning("cannot read the proxy pool (keeping %d proxies): %s", len(self._live), exc)
+                self.outage.failed(exc)
+            else:
+                self.outage.ok()
             self._wake.wait(self.refresh)
             self._wake.clear()
         with self._lock:

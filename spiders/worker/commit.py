@@ -7,6 +7,13 @@ batch of them in a few round trips, whatever its size:
 1. **journal** — ``ZADD NX`` of each parent's digest into ``children:{seeds}:journal`` (score: now). A digest that
    is already there means an earlier processing of the same task stopped between marking its children in the Bloom
    filter and pushing them: that parent re-pushes *all* its children, seen or not, so a crash never loses them.
+   A digest whose Bloom step this process completed is its own retry of a commit that Redis interrupted later (the
+   batch is kept and committed again), not a re-delivery: it pushes the children that were new to the filter at
+   its first attempt (remembered in memory) and those new now, nothing else. One interrupted in the middle of its
+   Bloom step counts as re-delivered (some children may be marked, none recorded). (Taking that retry
+   for a re-delivery once made one Redis kill -9 re-push every link of the parents in flight — a documentation
+   site's pages each link every page, with their parent as ``referer``, so each page was fetched again per parent:
+   2,858 pages for 526.)
 2. **Bloom** — one batch call per crawl filter: the parents' own URLs first (a crawl's start URL is marked when it
    is fetched), then every child; a child goes on only if it is new (or its parent is re-delivered).
 3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
@@ -15,10 +22,11 @@ batch of them in a few round trips, whatever its size:
 5. **revisits** — a crawl whose rule has ``revisit`` (``frontier.revisit``): the batch's pages it revisits are
    scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
-6. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
-   released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, and
-   the journal entries removed, in one pipeline. A crash between 6's two halves loses a few weight counts, never
-   a crawl's end.
+6. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
+   ``restored``; failures by reason: :mod:`messaging.counts`), one script per crawl, mirrored into ``crawl:<id>``.
+7. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
+   released, atomically per domain; then the journal entries removed and the weights' completion count. A crash
+   anywhere leaves the task to be processed again, which counts as ``restored``: a page is counted exactly once.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ logger = logging.getLogger(__name__)
 JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
 
 ADMIT_LUA = Path(__file__).with_name("lua") / "admit.lua"
+COUNT_LUA = Path(__file__).with_name("lua") / "count.lua"
 
 
 @dataclass
@@ -57,6 +66,7 @@ class Finished:
     items: int = 0  # items stored for it
     marks: list[str] = field(default_factory=list)  # URLs to mark seen besides the task's (where a redirect ended)
     revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
+    failure: str = ""  # why the task failed (messaging.counts.failure_reason), "" when its response was processed
 
 
 @dataclass
@@ -78,6 +88,13 @@ class Committer:
         self.job = politeness.job
         self._admit = redis.register_script(lua_source(ADMIT_LUA))
         self.schedule = Schedule(redis)
+        self._count_pages = redis.register_script(lua_source(COUNT_LUA))
+        # parent digest -> its children that were new to the Bloom filter, recorded once this process's Bloom step
+        # for the parent completed. Finding such a parent's journal entry again is this process's own retry of a
+        # commit that Redis interrupted later on: it owes exactly these pushes. A parent whose Bloom step did not
+        # complete (Redis died in the middle of it) may have some children marked and none recorded: it is treated
+        # as re-delivered and pushes all of them.
+        self._owed: dict[str, set[bytes]] = {}
 
     def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
         """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
@@ -86,13 +103,14 @@ class Committer:
             return result
         digests = {id(f): _digest(f.lease.member) for f in batch if f.children}
         redelivered = self._journal(batch, digests, now)
-        children = self._new_children(batch, redelivered, result)
+        children = self._new_children(batch, redelivered, result, digests)
         admitted = self._within_limits(children, result)
         if admitted:
             result.pushed = push_seeds(self.redis, admitted)
         result.revisits = self._revisits(batch)
+        self._count(batch)
         result.completed = self.politeness.complete([f.lease for f in batch])
-        self._count(batch, result.completed, list(digests.values()))
+        self._settle(result.completed, list(digests.values()))
         return result
 
     def mark_seen(self, tasks: Sequence[Task]) -> None:
@@ -112,33 +130,44 @@ class Committer:
             pipe.zadd(keys.CHILDREN_JOURNAL, {digest: now}, nx=True)
         pipe.zremrangebyscore(keys.CHILDREN_JOURNAL, "-inf", now - JOURNAL_KEEP_SECONDS)
         added = pipe.execute()[:-1]
-        redelivered = {key for key, new in zip(digests, added, strict=True) if not int(new)}
+        redelivered = {key for key, new in zip(digests, added, strict=True)
+                       if not int(new) and digests[key] not in self._owed}
         if redelivered:
             logger.info("%d re-delivered tasks push all their children again", len(redelivered))
         return redelivered
 
-    def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult) -> list[Task]:
-        by_namespace: dict[str, list[tuple[bytes, Task | None, bool]]] = defaultdict(list)
+    def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult,
+                      digests: dict[int, str] | None = None) -> list[Task]:
+        digests = digests or {}
+        by_namespace: dict[str, list[tuple[bytes, Task | None, bool, str]]] = defaultdict(list)
         for finished in batch:
             task = finished.lease.task
             namespace = self.dupefilter.namespace({"crawlid": task.crawlid})
             for url in [task.url, *finished.marks]:
-                by_namespace[namespace].append((url_fingerprint(url), None, False))
+                by_namespace[namespace].append((url_fingerprint(url), None, False, ""))
             forced = id(finished) in redelivered
+            digest = digests.get(id(finished), "")
             for child in finished.children:
-                by_namespace[namespace].append((url_fingerprint(child.url), child, forced))
+                by_namespace[namespace].append((url_fingerprint(child.url), child, forced, digest))
         new: list[Task] = []
         for namespace, entries in by_namespace.items():
-            unique = list(dict.fromkeys(fp for fp, _, _ in entries))
+            unique = list(dict.fromkeys(fp for fp, _, _, _ in entries))
             fresh = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
+            for _, child, _, digest in entries:
+                if child is not None and digest:
+                    self._owed.setdefault(digest, set())  # this parent's Bloom step is complete
             taken: set[bytes] = set()
-            for fp, child, forced in entries:
+            for fp, child, forced, digest in entries:
                 if child is None:
                     continue
+                # new to the filter now, or new to it when this process's interrupted attempt marked it
+                owed = fresh.get(fp) or fp in self._owed.get(digest, ())
+                if owed and digest:
+                    self._owed[digest].add(fp)
                 if forced:
                     new.append(child)
                     result.repushed += 1
-                elif fresh.get(fp) and fp not in taken:
+                elif owed and fp not in taken:
                     taken.add(fp)
                     new.append(child)
                 else:
@@ -198,23 +227,34 @@ class Committer:
             self.schedule.record(fetched, policies)
         return len(fetched)
 
-    def _count(self, batch: Sequence[Finished], completed: list[Lease], digests: list[str]) -> None:
-        done = {lease.member for lease in completed}
-        pages: Counter[str] = Counter()
-        items: Counter[str] = Counter()
+    def _count(self, batch: Sequence[Finished]) -> None:
+        """Pages and items once per canonical URL (``spiders/worker/lua/count.lua``, one call per crawl), mirrored
+        into ``crawl:<id>``. Before the acknowledgement: counting is idempotent per URL, so a crash or a lost lease
+        after it makes the page's next processing a ``restored`` one, never a page counted twice or not at all."""
+        args: dict[str, list[Any]] = defaultdict(list)
         for finished in batch:
-            if finished.lease.member in done:
-                crawlid = finished.lease.task.crawlid
-                pages[crawlid] += 1
-                items[crawlid] += finished.items
+            task = finished.lease.task
+            args[task.crawlid] += [url_fingerprint(task.url).hex(), finished.items, finished.failure,
+                                   "1" if task.depth == 0 else "0"]
         pipe = self.redis.pipeline(transaction=False)
-        for crawlid, n in pages.items():
-            pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, n)
-            if items[crawlid]:
-                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, items[crawlid])
-        if digests:
-            pipe.zrem(keys.CHILDREN_JOURNAL, *digests)
+        for crawlid, crawl_args in args.items():
+            self._count_pages(keys=[keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)], args=crawl_args,
+                              client=pipe)
+        added = pipe.execute()
+        pipe = self.redis.pipeline(transaction=False)
+        for crawlid, (pages, items, _restored) in zip(args, added, strict=True):
+            if int(pages):
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, int(pages))
+            if int(items):
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, int(items))
         pipe.execute()
+
+    def _settle(self, completed: list[Lease], digests: list[str]) -> None:
+        """After the acknowledgement: the journal entries removed, the weights' completions counted."""
+        if digests:
+            self.redis.zrem(keys.CHILDREN_JOURNAL, *digests)
+            for digest in digests:
+                self._owed.pop(digest, None)
         if completed:
             record_completion(self.redis, self.job, len(completed))
 

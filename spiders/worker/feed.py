@@ -44,6 +44,7 @@ from frontier.adaptive import AdaptiveDelay, Sample
 from frontier.domain_walk import DomainWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
+from messaging.outage import OutageLog
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
@@ -118,6 +119,7 @@ class TaskFeed:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.outage = OutageLog(logger, f"worker {info.job}: the feed (Redis)", clock=clock)
 
     # --- reactor side ---------------------------------------------------------------------------------------------
     def pop(self) -> Lease | None:
@@ -182,7 +184,6 @@ class TaskFeed:
     # --- the thread -----------------------------------------------------------------------------------------------
     def _run(self) -> None:
         next_beat = next_renew = next_refresh = next_commit = 0.0
-        failing_since: float | None = None
         while not self._stopping.is_set():
             now = self.clock()
             wait = self.config.idle_backoff_max
@@ -203,23 +204,21 @@ class TaskFeed:
                     self.catalog.refresh_known()
                     next_refresh = now + self.config.crawl_refresh
                 if not self.paused and len(self.ready) < self.config.prefetch:
-                    if self._fill():
+                    taken = self._fill()
+                    self.outage.ok()
+                    if taken:
                         continue
                     wait = min(wait, self.walk.wake_in)
-                if failing_since is not None:
-                    logger.warning("Redis is reachable again after %.1fs", now - failing_since)
-                    failing_since = None
+                self.outage.ok()
             except Fenced:
                 logger.error("job %s was retired by the master (no heartbeat in time): stopping", self.info.job)
                 self.fenced = True
                 self.on_fenced()
                 return
             except Exception as exc:  # Redis down: say so once, keep trying
-                if failing_since is None:
-                    failing_since = now
-                    logger.warning("worker %s: Redis call failed (%s); retrying", self.info.job, exc)
+                self.outage.failed(exc)
                 wait = 1.0
-            if not self._reserve_wanted.empty() and failing_since is None:
+            if not self._reserve_wanted.empty() and not self.outage.down:
                 wait = 0.0
             if not self.finished.empty():
                 wait = min(wait, max(0.0, next_commit - self.clock()))

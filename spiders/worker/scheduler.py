@@ -51,6 +51,7 @@ from frontier.robots_rules import MAX_REDIRECTS, product_token
 from messaging import clients
 from messaging.domains import domain_of
 from messaging.identity import worker_ip
+from messaging.outage import quiet_reconnects
 from messaging.siteconfig import SitePaths
 from messaging.stats import BufferedStats, Stats
 from spiders import signals as fleet_signals
@@ -229,6 +230,7 @@ class FleetScheduler:
         from twisted.internet import reactor
 
         s = self.settings
+        quiet_reconnects()  # kazoo's and kafka's reconnection warnings: once per outage, not once per attempt
         redis = clients.redis_client(s)
         spider_type = getattr(spider, "spider_type", spider.name)
         job = self.crawler.settings.get("CRAWLFLEET_JOB") or getattr(spider, "job", None) or default_job_id(

@@ -22,6 +22,7 @@ from scrapy import Request
 from twisted.python.failure import Failure
 
 from frontier.politeness import Lease
+from messaging.counts import failure_reason
 from messaging.tasks import Task
 from spiders.worker.commit import Finished
 from spiders.worker.crawls import CrawlCatalog
@@ -40,6 +41,7 @@ class InProgress:
     children: list[Task] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)
     revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
+    failure: str = ""  # why it failed (an HTTP error status, a download error), counted by reason
 
 
 class TaskTracker:
@@ -65,6 +67,7 @@ class TaskTracker:
             request = None
         if request is None:
             self._inc("fleet/task/unrequestable")
+            progress.failure = failure_reason(error="unrequestable")
             progress.output_done = True
             self._maybe_finish(progress)
             return None
@@ -119,6 +122,7 @@ class TaskTracker:
             if progress is not None and not progress.output_done:
                 self._inc(f"fleet/task/failed/{failure.type.__name__}")
                 logger.info("task %s failed: %s", progress.task.url, failure.getErrorMessage())
+                progress.failure = _reason(failure)
                 progress.output_done = True
                 self._maybe_finish(progress)
             return output
@@ -153,9 +157,16 @@ class TaskTracker:
         if progress.output_done and progress.settled >= progress.items:
             self.tasks.pop(progress.lease.member, None)
             self.finish(Finished(progress.lease, progress.children, progress.stored, progress.marks,
-                                 progress.revisit))
+                                 progress.revisit, progress.failure))
             self._inc("fleet/task/finished")
 
     def _inc(self, key: str, n: int = 1) -> None:
         if self.stats is not None and n:
             self.stats.inc_value(key, n)
+
+
+def _reason(failure: Failure) -> str:
+    """A failed download or an HTTP error status (Scrapy's ``HttpError`` carries the response) as counted."""
+    response = getattr(failure.value, "response", None)
+    status = getattr(response, "status", None)
+    return failure_reason(status=status if isinstance(status, int) else None, error=failure.type.__name__)

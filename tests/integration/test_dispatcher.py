@@ -194,3 +194,23 @@ def test_dispatch_requeue_and_recovery_on_a_redis_cluster(cf_cluster) -> None:
     assert new.recover(minute=0) == (0, 50)
     in_seeds = [m.decode() for m in redis.zrange(keys.SEEDS, 0, -1)]
     assert sorted(in_seeds + queued(redis, "b")) == sorted(t.encode() for t in original)
+
+
+def test_dispatch_resumes_within_the_minute_after_a_slow_period(cf) -> None:
+    """A worker measured slow (a slow site for the whole window) that becomes fast drains its queues in seconds;
+    the next round gives it more at once, not at the next minute of the Redis clock (issue 29, item 5)."""
+    from frontier.weights import minute_of
+
+    redis = cf.redis()
+    push_seeds(redis, tasks(2000))
+    with_history(redis, "w", 10)  # 10 tasks a minute for the last 10 minutes
+    redis.hset(keys.dispatched_jobs("list"), f"{minute_of(T0) - 1}:w", 100)  # what it was given in them
+    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)),
+                            DispatchConfig(window_minutes=10, headroom=1.2, backlog_minutes=2))
+    assert dispatcher.round(T0).placed == {"w": 20}  # the window's 1.2 x 10 x 10 = 120, less the 100 given
+    assert dispatcher.round(T0 + 1).total == 0  # nothing done yet: no flooding
+    worker = SimWorker(redis, "w", 600)  # the site is fast again
+    assert worker.step(T0 + 5, 5) == 20  # its queues are empty after 5 s
+    resumed = dispatcher.round(T0 + 6)
+    assert resumed.placed.get("w", 0) >= 20, resumed  # it gets at least what it just proved it can do
+    assert minute_of(T0 + 6) == minute_of(T0)  # within the same minute of the Redis clock

@@ -52,7 +52,7 @@ def test_up_records_every_process_up_again_is_a_no_op_and_down_stops_them_all(tm
         assert up.returncode == 0, up.stdout + up.stderr
         state = read_state(tmp_path)
         processes = {process["name"]: process for process in state["fleet"]["processes"]}
-        assert sorted(processes) == ["kafka-monitor", "master-m1", "master-m2", "redis-monitor"]
+        assert sorted(processes) == ["kafka-monitor", "master-m1", "master-m2", "redis-monitor", "supervisor"]
         assert processes["master-m1"]["argv"][1:] == ["-m", "deploy.cli", "master", "--id", "m1"]
         for process in processes.values():
             assert pid_alive(process["pid"]), process

@@ -88,3 +88,16 @@ def test_prometheus_scrapes_every_crawlfleet_service_on_its_metrics_port(compose
     # every long-running crawlfleet service is scraped, and only services that exist
     assert set(discovery["names"]) == set(_own_services(compose))
     assert compose["x-crawlfleet"]["environment"]["CRAWLFLEET_METRICS_HOST"] == "0.0.0.0"
+
+
+def test_stores_have_healthchecks_that_write_and_restart_when_they_fail(compose):
+    writes = {"redis": "redis-cli SET", "mongo": ".updateOne(", "kafka": "kafka-console-producer.sh",
+              "zookeeper": "srvr"}
+    for name, probe in writes.items():
+        spec = compose["services"][name]
+        assert spec["restart"] == "unless-stopped", name
+        test = spec["healthcheck"]["test"]
+        assert test[0] == "CMD-SHELL" and probe in test[1], name
+        assert "kill 1" in test[1] and "/tmp/health-fails" in test[1], name  # unhealthy 3x: the container restarts
+    for name, spec in _own_services(compose).items():
+        assert spec["restart"] == "unless-stopped", name

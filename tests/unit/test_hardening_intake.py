@@ -187,7 +187,7 @@ def test_a_redis_outage_logs_a_bounded_number_of_lines(caplog):
 
 
 def test_a_long_outage_says_it_is_still_on_every_interval(caplog):
-    from messaging.redis_monitor.monitor import OutageLog
+    from messaging.outage import OutageLog
 
     clock = ManualClock(1000.0)
     outage = OutageLog(logging.getLogger("test.outage"), "redis", every=30, clock=clock)
@@ -200,4 +200,4 @@ def test_a_long_outage_says_it_is_still_on_every_interval(caplog):
     messages = [r.getMessage() for r in caplog.records if r.name == "test.outage"]
     assert len(messages) == 5, messages  # lost; still down at 30, 60, 90 s; back
     assert "still failing after 30s" in messages[1] and "still failing after 90s" in messages[3]
-    assert "works again after 100s" in messages[4]
+    assert "works again after 100.0s" in messages[4]

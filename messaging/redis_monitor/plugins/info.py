@@ -2,8 +2,9 @@
 
 The answer: ``pending`` (tasks in ``seeds``), ``queued`` and ``leased`` (in workers' queues and leases),
 ``total_domains`` and per ``domains`` counts, per ``jobs`` counts, and from the crawl hash its state, spider type,
-pages processed, tasks ever enqueued and ``items`` stored (the hash's counter; ``items_in_mongodb`` counts the crawl's
-collection when MongoDB answers). ``dead_letters`` counts the crawl's tasks that the dispatcher could not place
+tasks ever enqueued, and the exact counts of :mod:`messaging.counts` (``pages`` and ``items`` once per canonical
+URL, ``restored``, ``failures`` by reason, ``start_failure``); ``items_in_mongodb`` counts the crawl's collection
+when MongoDB answers. ``dead_letters`` counts the crawl's tasks that the dispatcher could not place
 (``master:{seeds}:dead-letter-counts``), with the latest few and their reasons in ``dead_letter_samples``.
 ``revisit`` (a crawl whose rule revisits pages, ``frontier.revisit``): :func:`revisit_summary`.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from messaging import keys
 from messaging.clients import as_text
+from messaging.counts import read_counts
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.tasks import CrawlFields
@@ -108,6 +110,8 @@ class InfoPlugin(Plugin):
                                   "owner": raw.get(CrawlFields.USERID)}
         for field in _NUMBERS:
             answer[field] = int(float(raw[field])) if raw.get(field) else 0
+        if raw:  # the exact counts (messaging.counts): pages, items, restored, failures by reason, start_failure
+            answer.update(read_counts(context.redis, crawlid).as_dict())
         answer.update(crawl_info(context.redis, crawlid))
         answer.update(dead_letters(context.redis, crawlid))
         revisit = revisit_summary(context.redis, crawlid)

@@ -1,0 +1,56 @@
+"""A crawl's exact counts: pages and items once per canonical URL, re-processings apart, failures by reason.
+
+Workers count a page when its task completes (``spiders.worker.commit``), with one script on the crawl's two
+count hashes (:func:`messaging.keys.crawl_counted`, :func:`messaging.keys.crawl_totals`): the first processing of
+a canonical URL counts the page and the items it stored; every later one (a re-fetch after a fault) counts as
+``restored``. A task that failed (an HTTP error status, a download error) is a page with its reason: ``failures``
+by reason, and ``start_failure`` when it was the crawl's start URL (a start URL answering 404 ends the crawl with 0
+items; this says why). The ``crawl_finished`` event and the info answer read them here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from messaging import keys
+from messaging.clients import as_text
+
+FAILED_PREFIX = "failed:"
+START_FAILURE = "start"
+
+@dataclass
+class CrawlCounts:
+    pages: int = 0  # canonical URLs processed (first processing)
+    items: int = 0  # items stored by the first store of each page
+    restored: int = 0  # processings of a page after its first
+    failures: dict[str, int] = field(default_factory=dict)  # reason ("HTTP 404", "TimeoutError") -> pages
+    start_failure: str | None = None  # why the start URL failed, if it did
+    exact: bool = True  # False: the crawl predates the counts hash (the crawl hash's counters were used)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pages": self.pages, "items": self.items, "restored": self.restored,
+                "failures": dict(sorted(self.failures.items())), "start_failure": self.start_failure}
+
+
+def failure_reason(status: int | None = None, error: str = "") -> str:
+    """A failed task's reason as counted: ``HTTP <status>`` or the error's type name (no URLs: few distinct)."""
+    if status:
+        return f"HTTP {int(status)}"
+    return (error or "failed").replace("\n", " ")[:80]
+
+
+def read_counts(redis: Any, crawlid: str) -> CrawlCounts:
+    """The crawl's counts (one ``HGETALL`` of its small totals hash)."""
+    totals = {as_text(k): as_text(v) for k, v in (redis.hgetall(keys.crawl_totals(crawlid)) or {}).items()}
+    if not totals:  # nothing counted yet, or a crawl counted before the totals existed
+        legacy = redis.hmget(keys.crawl(crawlid), ["pages", "items"])
+        counts = CrawlCounts()
+        if any(value is not None for value in legacy):
+            counts.pages, counts.items = (int(float(v or 0)) for v in legacy)
+            counts.exact = False
+        return counts
+    failures = {name[len(FAILED_PREFIX):]: int(value) for name, value in totals.items()
+                if name.startswith(FAILED_PREFIX) and int(value) > 0}
+    return CrawlCounts(int(totals.get("pages", 0)), int(totals.get("items", 0)), int(totals.get("restored", 0)),
+                       failures, totals.get(START_FAILURE))

@@ -1,0 +1,198 @@
+"""Exact counts on real Redis: a page and its items counted once per canonical URL, re-processings as ``restored``,
+failed tasks by reason, and ``crawl_finished`` carrying them (issue 29, item 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from master.finisher import Finisher
+from messaging import keys
+from messaging.clock import RedisClock
+from messaging.counts import read_counts
+from messaging.redis_monitor.plugins import Context
+from messaging.redis_monitor.plugins.info import InfoPlugin
+from messaging.tasks import CrawlFields, CrawlState, Task
+from spiders.worker.commit import Finished
+from tests.integration.test_worker_feed import CRAWL, lease_one, start_crawl, worker_parts
+
+pytestmark = pytest.mark.integration
+
+
+def _commit(cf: Any, job: str, tasks: list[tuple[Task, int, str]]) -> Any:
+    """Lease each task to ``job`` and commit it as processed with (items stored, failure reason)."""
+    politeness, committer, catalog = worker_parts(cf, job)
+    catalog.load([CRAWL])
+    batch = [Finished(lease_one(politeness, task), items=items, failure=failure) for task, items, failure in tasks]
+    return committer.commit(batch, RedisClock(politeness.redis).now())
+
+
+def _drain(redis: Any) -> None:
+    redis.delete(keys.SEEDS)
+    redis.hdel(keys.PENDING_SEEDS, CRAWL)
+
+
+def test_a_page_processed_again_after_a_fault_is_restored_not_counted_again(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    pages = [start.child(f"http://site.test/p{n}") for n in range(3)]
+    _commit(cf, "job-a", [(start, 1, ""), *[(page, 1, "") for page in pages]])
+    # a lease lost in a fault (Redis restarted, a worker retired): the same pages processed again by another job,
+    # one of them under another spelling of its URL (the same canonical URL)
+    again = [*pages[:2], start.child("http://site.test/p2#fragment")]
+    _commit(cf, "job-b", [(page, 1, "") for page in again])
+    counts = read_counts(redis, CRAWL)
+    assert (counts.pages, counts.items, counts.restored) == (4, 4, 3)
+    assert counts.exact and counts.failures == {} and counts.start_failure is None
+    # the crawl hash mirrors the exact totals (what the manager's pages show)
+    assert int(redis.hget(keys.crawl(CRAWL), CrawlFields.PAGES)) == 4
+    assert int(redis.hget(keys.crawl(CRAWL), CrawlFields.ITEMS)) == 4
+
+
+def test_failed_tasks_are_counted_by_reason_and_a_later_success_replaces_the_failure(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    gone, slow, broken = (start.child(f"http://site.test/{name}") for name in ("gone", "slow", "broken"))
+    _commit(cf, "job-a", [(start, 0, "HTTP 404"), (gone, 0, "HTTP 404"), (slow, 0, "TimeoutError"),
+                          (broken, 0, "HTTP 500")])
+    counts = read_counts(redis, CRAWL)
+    assert counts.pages == 4 and counts.items == 0
+    assert counts.failures == {"HTTP 404": 2, "HTTP 500": 1, "TimeoutError": 1}
+    assert counts.start_failure == "HTTP 404"
+    # the slow page answers when it is fetched again: it stops being a failure and its item counts now
+    _commit(cf, "job-b", [(slow, 1, ""), (gone, 0, "HTTP 404")])
+    counts = read_counts(redis, CRAWL)
+    assert (counts.pages, counts.items, counts.restored) == (4, 1, 2)
+    assert counts.failures == {"HTTP 404": 2, "HTTP 500": 1}
+
+
+def test_a_page_stored_without_items_counts_the_items_of_its_first_store(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    _commit(cf, "job-a", [(start, 0, "")])  # e.g. its item was dropped by a pipeline, or MongoDB refused it
+    _commit(cf, "job-b", [(start, 2, "")])
+    _commit(cf, "job-c", [(start, 2, "")])
+    counts = read_counts(redis, CRAWL)
+    assert (counts.pages, counts.items, counts.restored) == (1, 2, 2)
+
+
+def test_crawl_finished_and_info_carry_the_exact_counts_and_why_the_start_url_failed(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    _commit(cf, "job-a", [(start, 0, "HTTP 404")])
+    _commit(cf, "job-b", [(start, 0, "HTTP 404")])  # fetched again after a fault
+    info = InfoPlugin().handle("info:u:x:1", {"crawlid": CRAWL}, Context(redis, cf.settings))
+    assert (info["pages"], info["items"], info["restored"]) == (1, 0, 1)
+    assert info["failures"] == {"HTTP 404": 1} and info["start_failure"] == "HTTP 404"
+    redis.sadd(keys.FINISH_CANDIDATES, CRAWL)
+    events: list[dict[str, Any]] = []
+    finisher = Finisher(redis, events.append)
+    now = RedisClock(redis).now()
+    assert finisher.check(now) == [CRAWL]
+    event = events[0]
+    assert (event["pages"], event["items"], event["restored"]) == (1, 0, 1)
+    assert event["failures"] == {"HTTP 404": 1} and event["start_failure"] == "HTTP 404"
+    assert event["event_id"] == f"{CRAWL}@{event['finished']!r}"
+    assert redis.hget(keys.crawl(CRAWL), CrawlFields.STATE) == CrawlState.FINISHED.encode()
+
+
+def test_a_failed_send_sends_the_event_again_with_the_same_id(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    _commit(cf, "job-a", [(start, 1, "")])
+    redis.sadd(keys.FINISH_CANDIDATES, CRAWL)
+    sent: list[dict[str, Any]] = []
+
+    def flaky(event: dict[str, Any]) -> None:
+        sent.append(event)
+        if len(sent) == 1:
+            raise TimeoutError("Kafka away")
+
+    finisher = Finisher(redis, flaky)
+    now = RedisClock(redis).now()
+    with pytest.raises(TimeoutError):
+        finisher.check(now)
+    assert finisher.check(now + 1) == [CRAWL]
+    assert finisher.check(now + 2) == []
+    assert len(sent) == 2 and sent[0] == sent[1]  # the same event, the same id: a consumer can tell
+
+
+def test_the_counts_hashes_expire_with_the_crawl(cf: Any) -> None:
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    _commit(cf, "job-a", [(start, 1, "")])
+    redis.sadd(keys.FINISH_CANDIDATES, CRAWL)
+    assert Finisher(redis, lambda event: None, crawl_ttl=600).check(RedisClock(redis).now()) == [CRAWL]
+    for key in (keys.crawl_counted(CRAWL), keys.crawl_totals(CRAWL)):
+        assert 0 < redis.ttl(key) <= 600
+
+
+def test_an_unknown_crawl_counts_nothing(cf: Any) -> None:
+    counts = read_counts(cf.redis(), "nobody")
+    assert (counts.pages, counts.items, counts.restored, counts.failures) == (0, 0, 0, {})
+
+
+def test_a_commit_interrupted_by_redis_and_retried_does_not_repush_seen_children(cf: Any, monkeypatch) -> None:
+    """The batch of a commit that Redis interrupted after the journal is committed again by the same process: that
+    is not a re-delivery, so children the crawl has seen are not pushed again (a Redis kill -9 once made every
+    page of a 526-page site be fetched again once per parent in flight: 2,858 pages)."""
+    from spiders.worker import commit as commit_module
+
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    politeness, committer, catalog = worker_parts(cf, "job-a")
+    catalog.load([CRAWL])
+    seen = [start.child(f"http://site.test/seen{n}") for n in range(5)]
+    committer.mark_seen(seen)  # crawled already (in the Bloom filter)
+    fresh = [start.child(f"http://site.test/new{n}") for n in range(3)]
+    finished = Finished(lease_one(politeness, start), seen + fresh, items=1)
+    real_push = commit_module.push_seeds
+    calls = []
+
+    def redis_dies_once(redis_client: Any, tasks: Any) -> int:
+        calls.append(len(tasks))
+        if len(calls) == 1:
+            raise ConnectionError("Redis went away")
+        return real_push(redis_client, tasks)
+
+    monkeypatch.setattr(commit_module, "push_seeds", redis_dies_once)
+    with pytest.raises(ConnectionError):
+        committer.commit([finished], RedisClock(redis).now())
+    result = committer.commit([finished], RedisClock(redis).now())  # the feed's retry of the same batch
+    assert result.repushed == 0
+    assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == [t.url for t in fresh]
+    assert redis.zcard(keys.CHILDREN_JOURNAL) == 0
+
+
+def test_a_commit_interrupted_inside_the_bloom_step_pushes_every_child_on_its_retry(cf: Any, monkeypatch) -> None:
+    """Redis dying in the middle of the Bloom step may leave some children marked and none recorded: the retry
+    must push them all (a page fetched twice is allowed; a page never fetched is not)."""
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    politeness, committer, catalog = worker_parts(cf, "job-a")
+    catalog.load([CRAWL])
+    children = [start.child(f"http://site.test/c{n}") for n in range(4)]
+    finished = Finished(lease_one(politeness, start), children, items=1)
+    bloom = committer.dupefilter.bloom(committer.dupefilter.namespace({"crawlid": CRAWL}))
+    real_add = type(bloom).add_fingerprints
+
+    def marks_then_dies(self: Any, fingerprints: Any) -> Any:
+        real_add(self, fingerprints)  # the marks land ...
+        raise ConnectionError("Redis went away")  # ... and the answer never comes back
+
+    monkeypatch.setattr(type(bloom), "add_fingerprints", marks_then_dies)
+    with pytest.raises(ConnectionError):
+        committer.commit([finished], RedisClock(redis).now())
+    monkeypatch.setattr(type(bloom), "add_fingerprints", real_add)
+    result = committer.commit([finished], RedisClock(redis).now())
+    assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == sorted(c.url for c in children)
+    assert result.repushed == 4
