@@ -23,7 +23,7 @@ import os
 import threading
 from typing import Any
 
-from frontier.registry import WorkerRegistry
+from frontier.registry import WorkerRegistry, WorkerState
 from frontier.weights import minute_of
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.election import Leadership
@@ -55,6 +55,7 @@ class MasterService:
         self._producer: Any = None
         self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)
+        self._slow: set[str] = set()  # workers last seen slow (logged when that changes)
 
     def run(self) -> None:
         """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
@@ -126,8 +127,20 @@ class MasterService:
             done.wait(self.settings.finish_interval)
 
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
+        """Retire the workers that are gone (no heartbeat within the TTL); a slow one (fresh heartbeat, its feed
+        thread behind) is only logged when it becomes slow and when it recovers."""
         ttl = self.settings.heartbeat_ttl
-        for job in self.registry.expired(ttl, now):
+        health = self.registry.health(now, ttl, self.settings.worker_slow_after)
+        slow = {job for job, h in health.items() if h.state == WorkerState.SLOW}
+        for job in sorted(slow - self._slow):
+            logger.warning("worker %s is slow: heartbeats on time, but its feed made no pass for %.0fs", job,
+                           health[job].lag or 0.0)
+            self.stats.incr("worker_slow")
+        for job in sorted(self._slow - slow):
+            if job in health and health[job].state == WorkerState.OK:
+                logger.info("worker %s has caught up", job)
+        self._slow = slow
+        for job in sorted(job for job, h in health.items() if h.state == WorkerState.GONE):
             if self.registry.retire(job, now - ttl, now):
                 logger.warning("worker %s left (no heartbeat for %.0fs): retired, requeueing its tasks", job, ttl)
                 moved = requeuer.requeue(job)

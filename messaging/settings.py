@@ -205,6 +205,13 @@ define("CRAWLFLEET_HEARTBEAT_TTL", 15.0,
 define("CRAWLFLEET_HEARTBEAT_INTERVAL", 3.0,
        "Seconds between a worker's heartbeats (keep it well below CRAWLFLEET_HEARTBEAT_TTL).", group="master",
        parse=float)
+
+# --- master: slow is not gone (issue 30) ---
+define("CRAWLFLEET_WORKER_SLOW_AFTER", 10.0,
+       "Seconds a worker's feed thread may go without a pass (walk, take, commit) before the registry shows it as "
+       "slow. Its heartbeat runs on a thread of its own and carries that lag: a slow worker is logged and shown, "
+       "never retired; only a worker without a heartbeat for CRAWLFLEET_HEARTBEAT_TTL is.", group="master",
+       parse=float)
 define("CRAWLFLEET_WEIGHT_WINDOW_MINUTES", 10,
        "k of seed formula 4-2: a worker's weight is its completions per busy minute over the last k minutes; also "
        "the dispatcher's window (seed is_max).", group="master", parse=int)

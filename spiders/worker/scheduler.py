@@ -199,7 +199,8 @@ class FleetScheduler:
                             lease_seconds=s.lease_seconds, crawl_refresh=s.crawl_refresh)
         self.feed = TaskFeed(info, politeness, WorkerRegistry(redis), catalog, committer, config,
                              on_ready=self._nudge_from_thread,
-                             on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type))
+                             on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type),
+                             beats=WorkerRegistry(clients.redis_client(s)))  # heartbeats: a connection of their own
         self.feed.register()
         self.tracker = TaskTracker(spider, catalog, politeness.admits, self.feed.finish, self.crawler.stats)
         self._redirects = BloomDupeFilter(clients.redis_client(s), s)  # used from the thread pool only
