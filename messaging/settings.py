@@ -186,14 +186,15 @@ _REDIS_PLUGINS = "messaging.redis_monitor.plugins."
 define("CRAWLFLEET_REDIS_MONITOR_PLUGINS",
        ",".join(_REDIS_PLUGINS + name for name in ("stop.StopPlugin", "zookeeper.ZookeeperPlugin", "info.InfoPlugin",
                                                     "stats.StatsPlugin")),
-       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a key pattern.",
+       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request.",
        group="messaging")
-define("CRAWLFLEET_REDIS_MONITOR_INTERVAL", 0.2,
-       "Seconds between two scans of the Redis monitor when it found nothing to do.", group="messaging",
-       parse=float)
+define("CRAWLFLEET_REDIS_MONITOR_INTERVAL", 1.0,
+       "Seconds a Redis monitor's blocking read of the request streams waits for a request before it looks again "
+       "(at its stop flag and at requests left by a dead monitor); a request is answered as soon as it arrives.",
+       group="messaging", parse=float)
 define("CRAWLFLEET_MONITOR_LOCK_TTL", 120,
-       "Seconds a Redis monitor holds a request key it handles (another monitor takes it over afterwards).",
-       group="messaging", parse=int)
+       "Seconds a request read by a Redis monitor may go without its renewal before another monitor takes it over "
+       "(the monitor renews it every third of this while its plugin runs).", group="messaging", parse=int)
 define("CRAWLFLEET_ANSWER_TIMEOUT", 30.0,
        "Seconds the CLI waits for an answer on the outbound topic.", group="messaging", parse=float)
 

@@ -68,7 +68,6 @@ def dead_letters(redis: Any, crawlid: str, samples: int = DEAD_LETTER_SAMPLES) -
 class InfoPlugin(Plugin):
     name = "info"
     kind = "info"
-    pattern = keys.INFO_REQUESTS
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         crawlid = request["crawlid"]

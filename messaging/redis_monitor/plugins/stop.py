@@ -43,7 +43,6 @@ def stop_crawl(redis: Any, crawlid: str, ttl: int) -> dict[str, int]:
 class StopPlugin(Plugin):
     name = "stop"
     kind = "stop"
-    pattern = keys.STOP_REQUESTS
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         crawlid = request["crawlid"]

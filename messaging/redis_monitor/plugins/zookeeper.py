@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from messaging import keys
 from messaging.domains import domain_of_host
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.siteconfig import SiteConfig, SitePaths, update_site
@@ -36,7 +35,6 @@ def change_for(request: dict[str, Any]) -> Any:
 class ZookeeperPlugin(Plugin):
     name = "zookeeper"
     kind = "site"
-    pattern = keys.ZK_REQUESTS
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         paths = SitePaths(context.settings.zk_root)
