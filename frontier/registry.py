@@ -44,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from frontier.finish_hints import log_touched
 from frontier.lua import LUA, PENDING_LUA
 from messaging import keys
 from messaging.clients import as_text
@@ -269,6 +270,7 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
             for crawlid, count in crawls.items():
                 args += [crawlid, count]
             done(keys=[keys.pending_domain(domain)], args=args, client=pipe)
+        log_touched(pipe, ((domain, crawlid) for domain, crawls in by_domain.items() for crawlid in crawls))
         pipe.execute()
     result = int(_script(redis, "complete", _COMPLETE)(
         keys=[keys.RETIRED_WORKERS, keys.worker_activity(job)],

@@ -42,6 +42,12 @@ that processing stopped between the Bloom filter and ``seeds``: the task's next 
 FINISH_CANDIDATES = "finish:{seeds}:candidates"
 """set: crawls with nothing left in ``seeds``; the finisher checks their domains and declares them finished."""
 
+# --- the finisher's change log (issue 30: a check costs O(what changed), not O(domains of a crawl)) ---
+FINISH_TOUCHED = "finish:{seeds}:touched"
+"""set: ``<domain> <crawlid>`` pairs whose ``pending:{<domain>}`` count changed since the finisher last looked: a
+landing adds the pair atomically with the settle step that empties the crawl's ``seeds`` count; a completion, a drop
+or a requeue adds it right after the count went down. The finisher re-reads only these counts."""
+
 CRAWLS = "crawls"
 """set: crawl ids that are known (running, stopped or finished, until their TTL)."""
 

@@ -13,9 +13,9 @@ batch of them in a few round trips, whatever its size:
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
 4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child.
 5. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
-   released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, and
-   the journal entries removed, in one pipeline. A crash between 5's two halves loses a few weight counts, never
-   a crawl's end.
+   released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, the
+   journal entries removed and the finisher's change log (``frontier.finish_hints``), in one pipeline. A crash
+   between 5's two halves loses a few weight counts, never a crawl's end (the finisher re-reads its counts).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from frontier.bloom import url_fingerprint
+from frontier.finish_hints import log_touched
 from frontier.politeness import Lease, Politeness
 from frontier.registry import record_completion
 from messaging import keys
@@ -181,6 +182,7 @@ class Committer:
                 pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, items[crawlid])
         if digests:
             pipe.zrem(keys.CHILDREN_JOURNAL, *digests)
+        log_touched(pipe, ((lease.domain, lease.task.crawlid) for lease in completed))  # the finisher looks again
         pipe.execute()
         if completed:
             record_completion(self.redis, self.job, len(completed))
