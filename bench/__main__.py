@@ -23,6 +23,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "bloom_groups": [],
     "extraction": [],
     "crawl": ["--pages", "3000"],
+    "broad": ["--hosts", "10,1000", "--pages", "2000"],
     "scaling": [],
 }
 
