@@ -48,6 +48,19 @@ FINISH_TOUCHED = "finish:{seeds}:touched"
 landing adds the pair atomically with the settle step that empties the crawl's ``seeds`` count; a completion, a drop
 or a requeue adds it right after the count went down. The finisher re-reads only these counts."""
 
+# --- importance ordering (issue 30, item 7): per crawl, in the slot of seeds ---
+def importance_inlinks(crawlid: str) -> str:
+    """hash: URL fingerprint -> distinct pages seen linking to it, for a crawl ordered by importance (rule field
+    ``importance``); hash tag ``seeds``, so the script that counts also pushes and re-scores in ``seeds``."""
+    return f"importance:{{{SEEDS}}}:{crawlid}:inlinks"
+
+
+def importance_members(crawlid: str) -> str:
+    """hash: URL fingerprint -> the task pushed for it, so a later link to the URL can raise its score in ``seeds``
+    while it waits there."""
+    return f"importance:{{{SEEDS}}}:{crawlid}:members"
+
+
 CRAWLS = "crawls"
 """set: crawl ids that are known (running, stopped or finished, until their TTL)."""
 

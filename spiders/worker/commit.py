@@ -11,7 +11,9 @@ batch of them in a few round trips, whatever its size:
    is fetched), then every child; a child goes on only if it is new (or its parent is re-delivered).
 3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
-4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child.
+4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child; for a crawl ordered by importance
+   (rule field ``importance``), one :func:`spiders.worker.importance.push_by_importance` call instead, which also
+   counts every link of the batch's pages, seen or not (:mod:`spiders.worker.importance`).
 5. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
    released, atomically per domain; then the weights' completion count, the crawls' ``pages`` and ``items``, the
    journal entries removed and the finisher's change log (``frontier.finish_hints``), in one pipeline. A crash
@@ -37,6 +39,7 @@ from messaging.domains import InvalidDomain, domain_of
 from messaging.scripts import lua_source
 from messaging.tasks import CrawlFields, Task, push_seeds
 from spiders.worker.crawls import CrawlCatalog
+from spiders.worker.importance import Link, push_by_importance, wants_importance
 
 logger = logging.getLogger(__name__)
 JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
@@ -81,11 +84,20 @@ class Committer:
         redelivered = self._journal(batch, digests, now)
         children = self._new_children(batch, redelivered, result)
         admitted = self._within_limits(children, result)
+        important = {crawlid for crawlid in {f.lease.task.crawlid for f in batch} if self._by_importance(crawlid)}
+        if important:  # their links are counted and their new URLs pushed by importance, in one call
+            links, new = _importance_links(batch, admitted, important)
+            admitted = [task for task in admitted if task.crawlid not in important]
+            result.pushed += push_by_importance(self.redis, links, new).pushed
         if admitted:
-            result.pushed = push_seeds(self.redis, admitted)
+            result.pushed += push_seeds(self.redis, admitted)
         result.completed = self.politeness.complete([f.lease for f in batch])
         self._count(batch, result.completed, list(digests.values()))
         return result
+
+    def _by_importance(self, crawlid: str) -> bool:
+        crawl = self.catalog.get(crawlid)
+        return crawl is not None and wants_importance(crawl.rule)
 
     def mark_seen(self, tasks: Sequence[Task]) -> None:
         """Mark tasks' URLs in their crawls' Bloom filters (start URLs, which no worker pushed)."""
@@ -186,6 +198,19 @@ class Committer:
         pipe.execute()
         if completed:
             record_completion(self.redis, self.job, len(completed))
+
+
+def _importance_links(batch: Sequence[Finished], admitted: list[Task],
+                      important: set[str]) -> tuple[list[Link], list[tuple[str, Task]]]:
+    """Each page's distinct links (every one counts, seen or not) and the admitted new URLs, of importance crawls."""
+    links: list[Link] = []
+    for finished in batch:
+        crawlid = finished.lease.task.crawlid
+        if crawlid in important:
+            fingerprints = dict.fromkeys(url_fingerprint(child.url).hex() for child in finished.children)
+            links += [Link(crawlid, fingerprint) for fingerprint in fingerprints]
+    new = [(url_fingerprint(task.url).hex(), task) for task in admitted if task.crawlid in important]
+    return links, new
 
 
 def _digest(member: str) -> str:
