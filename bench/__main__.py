@@ -24,6 +24,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "extraction": [],
     "crawl": ["--pages", "3000"],
     "broad": ["--hosts", "10,1000", "--pages", "2000"],
+    "importance": [],
     "scaling": [],
 }
 

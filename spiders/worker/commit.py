@@ -208,7 +208,8 @@ def _importance_links(batch: Sequence[Finished], admitted: list[Task],
         crawlid = finished.lease.task.crawlid
         if crawlid in important:
             fingerprints = dict.fromkeys(url_fingerprint(child.url).hex() for child in finished.children)
-            links += [Link(crawlid, fingerprint) for fingerprint in fingerprints]
+            parent = url_fingerprint(finished.lease.task.url).hex()
+            links += [Link(crawlid, fingerprint, parent, len(fingerprints)) for fingerprint in fingerprints]
     new = [(url_fingerprint(task.url).hex(), task) for task in admitted if task.crawlid in important]
     return links, new
 
