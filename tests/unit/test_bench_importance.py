@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 
 def test_the_graph_is_scale_free_and_its_pagerank_sums_to_one() -> None:
     links = scale_free_graph(3000)
-    assert all(2 <= len(targets) + 1 and len(targets) <= 12 for targets in links)
+    assert max(map(len, links)) <= 12 and sum(map(len, links)) > 5 * len(links)
     indegree = Counter(target for targets in links for target in targets)
     degrees = sorted(indegree.values(), reverse=True)
     assert degrees[0] > 20 * (sum(degrees) / len(links))  # hubs: far above the mean in-degree
