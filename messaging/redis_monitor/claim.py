@@ -33,6 +33,11 @@ class HeldEntry:
         self._renewer: threading.Thread | None = None
 
     def __enter__(self) -> HeldEntry:
+        """Renew once now (an entry read with others may have waited its turn past the TTL and been taken over:
+        then ``lost`` is set and the caller leaves it to its new owner), then in the background."""
+        if not int(self.renew(keys=[self.stream], args=self.args)):
+            self.lost = True
+            return self
         self._renewer = threading.Thread(target=self._run, name=f"renew {self.stream} {self.args[2]}", daemon=True)
         self._renewer.start()
         return self

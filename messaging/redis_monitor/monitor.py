@@ -169,11 +169,13 @@ class RedisMonitor:
         return handled
 
     def handle_entry(self, stream: str, entry_id: str, fields: dict[Any, Any]) -> int:
-        """Answer one request and, once Kafka has the answer, acknowledge it; returns 1."""
+        """Answer one request and, once Kafka has the answer, acknowledge it; returns 1 (0: taken over)."""
         plugin = self.streams[stream]
         fields = {as_text(k): v for k, v in fields.items()}
         key = as_text(fields.get("key", b""))
-        with HeldEntry(self._renew, stream, GROUP, self.token, entry_id, self.settings.monitor_lock_ttl):
+        with HeldEntry(self._renew, stream, GROUP, self.token, entry_id, self.settings.monitor_lock_ttl) as held:
+            if held.lost:
+                return 0  # it waited its turn past the TTL and another monitor took it over
             try:
                 request = json.loads(fields.get("request") or b"")
             except ValueError:

@@ -179,7 +179,8 @@ def test_a_request_read_by_a_monitor_that_died_is_taken_over_after_the_ttl(cf, m
     try:
         second.connect()
         leave_request(first.redis, key, {"stats": "master", "userid": "alice", "uuid": "l-1"})
-        assert len(first._read(None)) == 1  # the first monitor reads it, then dies before answering
+        entries = first._read(None)  # the first monitor reads it, then stalls (or dies) before answering
+        assert len(entries) == 1
         read_at = time.monotonic()
         assert second.run_once() == 0, "a request pending at a live monitor was taken"
         assert first.redis.exists(key) and pending(first.redis, key)[0]["consumer"] == first.token.encode()
@@ -189,6 +190,7 @@ def test_a_request_read_by_a_monitor_that_died_is_taken_over_after_the_ttl(cf, m
             assert waiter.wait(["l-1"], 20)["l-1"]["status"] == "ok"
         assert not first.redis.exists(key) and first.redis.xlen(stream_of(key)) == 0 and not pending(first.redis, key)
         assert second.run_once() == 0
+        assert first.handle_entry(*entries[0]) == 0, "the stalled monitor answered a request taken over from it"
     finally:
         second.close()
 
