@@ -261,4 +261,4 @@ def run(settings: Settings) -> None:
     """``crawlfleet redis-monitor``: run until SIGTERM/SIGINT, with heartbeat and /metrics."""
     monitor = RedisMonitor(settings)
     run_service(monitor, settings, MODULE, lambda url: (
-        f"redis-monitor: reading {', '.join(monitor.streams)} (metrics {url})"))
+        f"redis-monitor: watching {', '.join(monitor.streams)} (metrics {url})"))
