@@ -25,6 +25,8 @@ QUICK_RUNS: dict[str, list[str]] = {
     "bloom_groups": [],
     "extraction": [],
     "crawl": ["--pages", "3000"],
+    "broad": ["--hosts", "10,1000", "--pages", "2000"],
+    "importance": [],
     "scaling": [],
     "recrawl": [],
     "render": ["--renders", "600"],

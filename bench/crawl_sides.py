@@ -78,6 +78,8 @@ class SideResult:
 class CrawlBench:
     """Services, nginx and the CPU sampler, for the duration of a ``with`` block."""
 
+    rule: dict[str, Any] = DEMO_UNIVERSAL_RULE  # every side's crawl rule (bench.broad crawls with its own)
+
     def __init__(self, run_dir: Path, articles: int, timeout: float, echo: Any = print) -> None:
         self.run_dir = run_dir
         self.services_dir = run_dir / "services"
@@ -187,7 +189,8 @@ class CrawlBench:
 
     def _run_scrapy(self, spider: str, module: str, crawls: dict[str, str], side: str) -> float | None:
         argv = [sys.executable, "-m", "scrapy", "crawl", spider, "-s", f"SPIDER_MODULES={module}",
-                "-s", "TELNETCONSOLE_ENABLED=False", "-a", f"crawls={json.dumps(crawls)}"]
+                "-s", "TELNETCONSOLE_ENABLED=False", "-a", f"crawls={json.dumps(crawls)}",
+                "-a", f"rule={json.dumps(self.rule)}"]
         if spider == "bench_redis":
             argv += ["-s", f"REDIS_URL={self.state['redis_url']}"]
             key = f"{spider}:start_urls"
@@ -238,7 +241,7 @@ class CrawlBench:
             for crawlid, url in crawls.items():
                 producer.send(settings.topic_incoming, {"userid": "bench", "crawlid": crawlid,
                                                         "spider_type": "universal", "url": url,
-                                                        "rule": DEMO_UNIVERSAL_RULE}, key=crawlid)
+                                                        "rule": self.rule}, key=crawlid)
             producer.flush(timeout=30)
         finally:
             producer.close(timeout=5)

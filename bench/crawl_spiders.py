@@ -43,8 +43,9 @@ LOCAL_OUTPUT = {"spiders.worker.output.TaskOutputMiddleware": None,
 class StaticCatalog:
     """The ``fleet_catalog`` a fleet spider reads crawls from, here from the spider's argument."""
 
-    def __init__(self, crawls: dict[str, str]) -> None:
-        self.crawls = {crawlid: CrawlInfo(crawlid=crawlid, spider_type=SPIDER_TYPE, rule=DEMO_UNIVERSAL_RULE,
+    def __init__(self, crawls: dict[str, str], rule: dict[str, Any] | None = None) -> None:
+        rule = DEMO_UNIVERSAL_RULE if rule is None else rule
+        self.crawls = {crawlid: CrawlInfo(crawlid=crawlid, spider_type=SPIDER_TYPE, rule=rule,
                                           url=url, userid="bench", state="running")
                        for crawlid, url in crawls.items()}
 
@@ -83,9 +84,9 @@ class PlainUniversalSpider(UniversalSpider):
     name = "bench_plain"
     custom_settings = {**PLAIN_SCHEDULER, "SPIDER_MIDDLEWARES": LOCAL_OUTPUT, "ROBOTSTXT_OBEY": True}
 
-    def __init__(self, crawls: str = "{}", **kwargs: Any) -> None:
+    def __init__(self, crawls: str = "{}", rule: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.fleet_catalog = StaticCatalog(json.loads(crawls))
+        self.fleet_catalog = StaticCatalog(json.loads(crawls), json.loads(rule) if rule else None)
 
     @property
     def spider_type(self) -> str:

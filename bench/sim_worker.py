@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from frontier.config_watch import StaticSiteConfig
+from frontier.finish_hints import log_touched
 from frontier.politeness import Lease, Outcome, Politeness
 from frontier.registry import WorkerInfo, WorkerRegistry, record_completion
 from messaging import keys
@@ -68,6 +69,7 @@ class SimWorker:
         Raises Fenced if retired."""
         done = self.politeness.complete([Lease(domain, member, 0.0) for domain, member in leased])
         if done:
+            log_touched(self.redis, ((lease.domain, lease.task.crawlid) for lease in done))  # as the committer does
             record_completion(self.redis, self.job, len(done), now)
             self.completed += len(done)
         return len(done)

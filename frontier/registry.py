@@ -11,7 +11,8 @@ Worker side (the Scrapy worker; the simulated workers of tests and benchmarks)::
 
     registry = WorkerRegistry(redis)
     registry.register(WorkerInfo(job, spider_type, ip, host, pid))
-    registry.heartbeat(job, busy=scheduler_has_work)        # every CRAWLFLEET_HEARTBEAT_INTERVAL seconds
+    registry.heartbeat(job, busy=scheduler_has_work, lag=seconds_since_the_feed_last_made_a_pass)
+                                                              # every CRAWLFLEET_HEARTBEAT_INTERVAL seconds
     task = politeness.ack(lease)                              # the lease-ack step (frontier.politeness)
     if task is not None:
         record_completion(redis, job, [task])               # weights + the crawl's pending count
@@ -20,6 +21,12 @@ Worker side (the Scrapy worker; the simulated workers of tests and benchmarks)::
 A *busy* minute is one in which the worker had work queued or leased: a heartbeat with ``busy=True`` marks it, and so
 does any completion. Weights (``frontier.weights``) are completions per busy minute, so a worker that ran out of work
 is not judged slower for it.
+
+Slow is not gone: a worker beats from a thread of its own (``spiders.worker.heartbeat``), which nothing else the
+worker does can hold up, and each beat carries its progress — ``lag``, the seconds since its feed thread last made a
+pass (walk, take, commit), kept in the activity hash. :meth:`WorkerRegistry.health` tells the three states apart:
+``ok``; ``slow`` (a fresh heartbeat, but no pass for CRAWLFLEET_WORKER_SLOW_AFTER seconds: shown in the status and
+logged by the master, never retired); ``gone`` (no heartbeat for CRAWLFLEET_HEARTBEAT_TTL: retired).
 
 Fencing: the master retires a job whose heartbeat is older than CRAWLFLEET_HEARTBEAT_TTL (:meth:`retire`); from then
 on ``register``, ``heartbeat`` and ``record_completion`` of that job raise :class:`Fenced` and the worker must stop.
@@ -37,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from frontier.finish_hints import log_touched
 from frontier.lua import LUA, PENDING_LUA
 from messaging import keys
 from messaging.clients import as_text
@@ -78,6 +86,33 @@ class WorkerInfo:
                    started=float(text.get("started") or 0.0))
 
 
+class WorkerState:
+    OK = "ok"
+    SLOW = "slow"  # alive (heartbeats on time) but its feed thread has made no pass for a while: never retired
+    GONE = "gone"  # no heartbeat within the TTL: the master retires it
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    job: str
+    beat_age: float  # seconds since its last heartbeat (Redis clock)
+    lag: float | None  # seconds since its feed thread last made a pass, as of now (None: never reported)
+    state: str
+
+
+def health_of(job: str, beat: float, lag: float | None, now: float, ttl: float, slow_after: float) -> WorkerHealth:
+    """The state of a job from its last heartbeat and the lag it carried (pure: the rule of the module docstring)."""
+    age = max(0.0, now - beat)
+    lag_now = None if lag is None else lag + age  # the feed has made no pass since the beat either, at worst
+    if age > ttl:
+        state = WorkerState.GONE
+    elif lag_now is not None and lag_now >= slow_after:
+        state = WorkerState.SLOW
+    else:
+        state = WorkerState.OK
+    return WorkerHealth(job, age, lag_now, state)
+
+
 class WorkerRegistry:
     """Registration, heartbeats, completions and retirement of workers (see the module docstring)."""
 
@@ -107,10 +142,12 @@ class WorkerRegistry:
             raise Fenced(info.job)
         return info
 
-    def heartbeat(self, job: str, busy: bool = True, now: float | None = None) -> bool:
-        """I am alive (and had work this minute when ``busy``). False: not registered (register again)."""
+    def heartbeat(self, job: str, busy: bool = True, now: float | None = None, lag: float | None = None) -> bool:
+        """I am alive (and had work this minute when ``busy``; my feed thread made its last pass ``lag`` seconds
+        ago). False: not registered (register again)."""
         result = int(self._heartbeat(keys=[keys.WORKERS, keys.RETIRED_WORKERS, keys.worker_activity(job)],
-                                     args=[self._now(now), job, "1" if busy else "0"]))
+                                     args=[self._now(now), job, "1" if busy else "0",
+                                           "" if lag is None else f"{max(0.0, lag):.3f}"]))
         if result < 0:
             raise Fenced(job)
         return result == 1
@@ -136,6 +173,16 @@ class WorkerRegistry:
     def live(self) -> dict[str, float]:
         """Registered (not retired) jobs and their last heartbeat."""
         return {as_text(job): float(score) for job, score in self.redis.zrange(keys.WORKERS, 0, -1, withscores=True)}
+
+    def health(self, now: float, ttl: float, slow_after: float) -> dict[str, WorkerHealth]:
+        """Every registered job's state (ok, slow, gone; see the module docstring), in two round trips."""
+        live = self.live()
+        pipe = self.redis.pipeline(transaction=False)
+        for job in live:
+            pipe.hget(keys.worker_activity(job), "lag")
+        lags = pipe.execute() if live else []
+        return {job: health_of(job, beat, None if lag is None else float(lag), now, ttl, slow_after)
+                for (job, beat), lag in zip(live.items(), lags, strict=True)}
 
     def infos(self, jobs: Iterable[str]) -> dict[str, WorkerInfo]:
         """Descriptions of the given jobs (jobs without one are left out)."""
@@ -223,6 +270,7 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
             for crawlid, count in crawls.items():
                 args += [crawlid, count]
             done(keys=[keys.pending_domain(domain)], args=args, client=pipe)
+        log_touched(pipe, ((domain, crawlid) for domain, crawls in by_domain.items() for crawlid in crawls))
         pipe.execute()
     result = int(_script(redis, "complete", _COMPLETE)(
         keys=[keys.RETIRED_WORKERS, keys.worker_activity(job)],

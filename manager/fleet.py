@@ -22,6 +22,7 @@ from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, task_keys
 from messaging.redis_monitor.plugins.stats import module_stats
+from messaging.settings import load as load_settings
 from messaging.tasks import CrawlFields, Task
 
 CRAWLS_SHOWN = 100
@@ -29,7 +30,14 @@ TASKS_SCANNED = 200_000  # bound of the one pass over queues and leases that spl
 PAGES_WINDOW = "60"  # the crawler counter window that is "pages per minute"
 
 
-def workers(redis: Any, window_minutes: int) -> list[dict[str, Any]]:
+def workers(redis: Any, window_minutes: int, heartbeat_ttl: float | None = None,
+            slow_after: float | None = None) -> list[dict[str, Any]]:
+    """Every registered worker with its weight, speed, depths and state (``ok``, ``slow``: heartbeats on time but
+    its feed thread behind, ``gone``: about to be retired); the thresholds default to the settings."""
+    if heartbeat_ttl is None or slow_after is None:
+        settings = load_settings()
+        heartbeat_ttl = settings.heartbeat_ttl if heartbeat_ttl is None else heartbeat_ttl
+        slow_after = settings.worker_slow_after if slow_after is None else slow_after
     registry = WorkerRegistry(redis)
     live = registry.live()
     infos = registry.infos(live)
@@ -39,6 +47,7 @@ def workers(redis: Any, window_minutes: int) -> list[dict[str, Any]]:
     last = f"d{minute_of(now) - 1}"
     activity = registry.activity(list(infos), [last, "done"])
     depths = queue_depths(redis, list(infos))
+    health = registry.health(now, heartbeat_ttl, slow_after)
     result = []
     for job, info in sorted(infos.items()):
         rate = rates[job].rate if job in rates else None
@@ -47,6 +56,8 @@ def workers(redis: Any, window_minutes: int) -> list[dict[str, Any]]:
             "weight": None if rate is None else round(rate, 2), "speed": activity[job][0],
             "completed": activity[job][1], "queued": depths[job][0], "leased": depths[job][1],
             "last_heartbeat": live.get(job), "started": info.started,
+            "state": health[job].state if job in health else "gone",
+            "lag": round(health[job].lag, 1) if job in health and health[job].lag is not None else None,
         })  # fmt: skip
     return result
 

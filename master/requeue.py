@@ -22,6 +22,7 @@ import logging
 from collections import defaultdict
 from typing import Any
 
+from frontier import finish_hints
 from frontier.lua import PENDING_LUA
 from master.lua import LUA
 from master.staging import LeadershipLost
@@ -86,6 +87,7 @@ class Requeuer:
                     release_args += [crawlid, n]
                 self._release(keys=[keys.requeue_outbox(job, domain), keys.pending_domain(domain)],
                               args=release_args)
+                finish_hints.log_touched(self.redis, ((domain, crawlid) for crawlid in per_crawl))
                 self.redis.delete(marker)
                 moved += max(added, 0)
             self.redis.srem(keys.job_domains(job), domain)

@@ -26,7 +26,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from frontier.registry import WorkerRegistry
+from frontier.registry import WorkerRegistry, WorkerState
 from frontier.weights import minute_of
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.election import Leadership
@@ -63,6 +63,7 @@ class MasterService:
         self.dispatch_outage = OutageLog(logger, "master: dispatch rounds (Redis)")
         self._grace_until = float("-inf")  # no worker is retired before this (Redis clock): see _leaves
         self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")
+        self._slow: set[str] = set()  # workers last seen slow (logged when that changes)
 
     def run(self) -> None:
         """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
@@ -157,9 +158,12 @@ class MasterService:
             done.wait(self.settings.finish_interval)
 
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
+        """Retire the workers that are gone (no heartbeat within the TTL); a slow one (fresh heartbeat, its feed
+        thread behind) is only logged when it becomes slow and when it recovers."""
         ttl = self.settings.heartbeat_ttl
-        expired = self.registry.expired(ttl, now)
-        if expired and len(expired) == len(self.registry.live()) and now >= self._grace_until + ttl:
+        health = self.registry.health(now, ttl, self.settings.worker_slow_after)
+        gone = sorted(job for job, h in health.items() if h.state == WorkerState.GONE)
+        if gone and len(gone) == len(health) and now >= self._grace_until + ttl:
             # every worker silent at once: Redis could not take heartbeats (an outage), not every worker dead;
             # give them one TTL to write again (those that stay silent are retired then)
             self._grace_until = now + ttl
@@ -167,7 +171,16 @@ class MasterService:
                            "before retiring any", ttl, ttl)
         if now < self._grace_until:
             return
-        for job in expired:
+        slow = {job for job, h in health.items() if h.state == WorkerState.SLOW}
+        for job in sorted(slow - self._slow):
+            logger.warning("worker %s is slow: heartbeats on time, but its feed made no pass for %.0fs", job,
+                           health[job].lag or 0.0)
+            self.stats.incr("worker_slow")
+        for job in sorted(self._slow - slow):
+            if job in health and health[job].state == WorkerState.OK:
+                logger.info("worker %s has caught up", job)
+        self._slow = slow
+        for job in gone:
             if self.registry.retire(job, now - ttl, now):
                 logger.warning("worker %s left (no heartbeat for %.0fs): retired, requeueing its tasks", job, ttl)
                 moved = requeuer.requeue(job)

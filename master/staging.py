@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from frontier import finish_hints
 from frontier.lua import PENDING_LUA
 from master.lua import LUA
 from messaging import keys
@@ -174,10 +175,12 @@ class Staging:
             for s in staged:
                 task = json.loads(s.member)
                 picks.append(Pick(s.member, s.job, s.domain, task["crawlid"], task["spider_type"], 0.0))
+        touched: set[str] = set()  # the finisher's change log (frontier.finish_hints)
         for pick in picks:
             if landed[pick.domain]:
                 crawls[pick.crawlid] += 1
                 types[pick.spider_type][pick.job] += 1
+                touched.add(finish_hints.member(pick.domain, pick.crawlid))
         type_names = list(types)
         args: list[Any] = [batch, epoch, minute, len(returned)]
         for s in returned:
@@ -185,6 +188,7 @@ class Staging:
         args.append(len(crawls))
         for crawlid, n in crawls.items():
             args += [crawlid, n]
+        args += [len(touched), *sorted(touched)]
         type_keys: list[str] = []
         for index, name in enumerate(type_names, start=1):
             type_keys += [keys.dispatched_minutes(name), keys.dispatched_jobs(name)]
@@ -192,7 +196,7 @@ class Staging:
                 args += [index, job, n]
         settled = self._settle(
             keys=[keys.SEEDS, keys.master_staging(epoch), keys.PENDING_SEEDS, keys.FINISH_CANDIDATES,
-                  keys.MASTER_STAGING_EPOCHS, *type_keys],
+                  keys.MASTER_STAGING_EPOCHS, keys.FINISH_TOUCHED, *type_keys],
             args=args)
         # landed markers are done with; revoked ones stay until their TTL to refuse a late landing
         markers = [keys.dispatch_landed(domain, batch) for domain, ok in landed.items() if ok]

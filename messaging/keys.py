@@ -42,6 +42,25 @@ that processing stopped between the Bloom filter and ``seeds``: the task's next 
 FINISH_CANDIDATES = "finish:{seeds}:candidates"
 """set: crawls with nothing left in ``seeds``; the finisher checks their domains and declares them finished."""
 
+# --- the finisher's change log (issue 30: a check costs O(what changed), not O(domains of a crawl)) ---
+FINISH_TOUCHED = "finish:{seeds}:touched"
+"""set: ``<domain> <crawlid>`` pairs whose ``pending:{<domain>}`` count changed since the finisher last looked: a
+landing adds the pair atomically with the settle step that empties the crawl's ``seeds`` count; a completion, a drop
+or a requeue adds it right after the count went down. The finisher re-reads only these counts."""
+
+# --- importance ordering (issue 30, item 7): per crawl, in the slot of seeds ---
+def importance_inlinks(crawlid: str) -> str:
+    """hash: URL fingerprint -> distinct pages seen linking to it, for a crawl ordered by importance (rule field
+    ``importance``); hash tag ``seeds``, so the script that counts also pushes and re-scores in ``seeds``."""
+    return f"importance:{{{SEEDS}}}:{crawlid}:inlinks"
+
+
+def importance_members(crawlid: str) -> str:
+    """hash: URL fingerprint -> the task pushed for it, so a later link to the URL can raise its score in ``seeds``
+    while it waits there."""
+    return f"importance:{{{SEEDS}}}:{crawlid}:members"
+
+
 CRAWLS = "crawls"
 """set: crawl ids that are known (running, stopped or finished, until their TTL)."""
 
@@ -364,31 +383,38 @@ def health(who: str) -> str:
 
 
 # --- requests waiting for the Redis monitor ----------------------------------------------------------------------
+# Every request key and the streams share the hash tag ``requests``: the Kafka monitor stores a request and adds it to
+# its kind's stream in one Lua call, and a Redis monitor acknowledges, drops and deletes it in one, on a Redis Cluster
+# too.
+_REQUESTS_TAG = "{requests}"
+
+
 def info_request(userid: str, crawlid: str, uuid: str) -> str:
-    """string with TTL: an info request (its JSON) waiting for the Redis monitor's info plugin."""
-    return f"info:{userid}:{crawlid}:{uuid}"
+    """string with TTL: an info request (its JSON) waiting for the Redis monitor's info plugin (the redelivery guard
+    of its stream entry)."""
+    return f"info:{_REQUESTS_TAG}:{userid}:{crawlid}:{uuid}"
 
 
 def stats_request(userid: str, stats: str, uuid: str) -> str:
     """string with TTL: a stats request (its JSON) waiting for the Redis monitor's stats plugin."""
-    return f"statsrequest:{stats}:{userid}:{uuid}"
+    return f"statsrequest:{_REQUESTS_TAG}:{stats}:{userid}:{uuid}"
 
 
 def zk_request(action: str, domain: str, userid: str, uuid: str) -> str:
     """string with TTL: a site-config request (its JSON) waiting for the Redis monitor's zookeeper plugin."""
-    return f"zk:{action}:{domain}:{userid}:{uuid}"
+    return f"zk:{_REQUESTS_TAG}:{action}:{domain}:{userid}:{uuid}"
 
 
 def stop_request(userid: str, crawlid: str, uuid: str) -> str:
     """string with TTL: a stop request (its JSON) waiting for the Redis monitor's stop plugin."""
-    return f"stop:{userid}:{crawlid}:{uuid}"
+    return f"stop:{_REQUESTS_TAG}:{userid}:{crawlid}:{uuid}"
 
 
-INFO_REQUESTS = "info:*"
-"""SCAN pattern of info requests (the Redis monitor's info plugin)."""
-STATS_REQUESTS = "statsrequest:*"
-ZK_REQUESTS = "zk:*"
-STOP_REQUESTS = "stop:*"
+def request_stream(kind: str) -> str:
+    """stream: the requests of one kind (``info``, ``stats``, ``site``, ``stop``) for the Redis monitors, read through
+    their consumer group: entry ``key`` (the request key) and ``request`` (its JSON). An entry leaves the stream when
+    its answer is acknowledged by Kafka; a monitor that died with it leaves it pending for another (XAUTOCLAIM)."""
+    return f"requests:{_REQUESTS_TAG}:{kind}"
 
 
 def stats_pattern(module: str = "*") -> str:
@@ -420,11 +446,6 @@ def parse_stats_key(key: str | bytes) -> StatsKey:
     if plugin and is_window and all(plugin.split(":")):
         return StatsKey(module, plugin, window)
     return StatsKey(module, ip=tail)
-
-
-def monitor_lock(key: str) -> str:
-    """string with TTL: the Redis monitor that handles ``key`` holds this."""
-    return f"lock:{key}"
 
 
 def intake_seen(digest: str) -> str:

@@ -242,14 +242,15 @@ _REDIS_PLUGINS = "messaging.redis_monitor.plugins."
 define("CRAWLFLEET_REDIS_MONITOR_PLUGINS",
        ",".join(_REDIS_PLUGINS + name for name in ("stop.StopPlugin", "zookeeper.ZookeeperPlugin", "info.InfoPlugin",
                                                     "stats.StatsPlugin")),
-       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a key pattern.",
+       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request.",
        group="messaging")
-define("CRAWLFLEET_REDIS_MONITOR_INTERVAL", 0.2,
-       "Seconds between two scans of the Redis monitor when it found nothing to do.", group="messaging",
-       parse=float)
+define("CRAWLFLEET_REDIS_MONITOR_INTERVAL", 1.0,
+       "Seconds a Redis monitor's blocking read of the request streams waits for a request before it looks again "
+       "(at its stop flag and at requests left by a dead monitor); a request is answered as soon as it arrives.",
+       group="messaging", parse=float)
 define("CRAWLFLEET_MONITOR_LOCK_TTL", 120,
-       "Seconds a Redis monitor holds a request key it handles (another monitor takes it over afterwards).",
-       group="messaging", parse=int)
+       "Seconds a request read by a Redis monitor may go without its renewal before another monitor takes it over "
+       "(the monitor renews it every third of this while its plugin runs).", group="messaging", parse=int)
 define("CRAWLFLEET_ANSWER_TIMEOUT", 30.0,
        "Seconds the CLI waits for an answer on the outbound topic.", group="messaging", parse=float)
 
@@ -260,6 +261,13 @@ define("CRAWLFLEET_HEARTBEAT_TTL", 15.0,
        "retired (fenced) and its queues and leases go back to seeds.", group="master", parse=float)
 define("CRAWLFLEET_HEARTBEAT_INTERVAL", 3.0,
        "Seconds between a worker's heartbeats (keep it well below CRAWLFLEET_HEARTBEAT_TTL).", group="master",
+       parse=float)
+
+# --- master: slow is not gone (issue 30) ---
+define("CRAWLFLEET_WORKER_SLOW_AFTER", 10.0,
+       "Seconds a worker's feed thread may go without a pass (walk, take, commit) before the registry shows it as "
+       "slow. Its heartbeat runs on a thread of its own and carries that lag: a slow worker is logged and shown, "
+       "never retired; only a worker without a heartbeat for CRAWLFLEET_HEARTBEAT_TTL is.", group="master",
        parse=float)
 define("CRAWLFLEET_WEIGHT_WINDOW_MINUTES", 10,
        "k of seed formula 4-2: a worker's weight is its completions per busy minute over the last k minutes; also "

@@ -11,8 +11,10 @@ The plugins queue writes on a :class:`Batch`; :meth:`Batch.write` then does them
   offset) and what came of it, so the answer says what happened to the *request*: a redelivery of the record that
   was accepted is ``accepted`` again (outcome ``redelivered``), another request with the same content ``duplicate``;
 - other requests become a key (``info:…``, ``statsrequest:…``, ``zk:…``, ``stop:…``) holding the request's JSON,
-  written with ``SET NX EX`` — a redelivery before the Redis monitor answered finds the key and is a no-op; one after
-  the answer repeats an idempotent action (an info or stats answer, the same site change, the same stop).
+  written with ``SET NX EX`` and, in the same Lua call (``lua/request_store.lua``), an entry of their kind's stream
+  ``requests:{requests}:<kind>`` that the Redis monitors read through a consumer group (no keyspace scan). A
+  redelivery before the Redis monitor answered finds the key and is a no-op; one after the answer repeats an
+  idempotent action (an info or stats answer, the same site change, the same stop).
 
 The caller commits the Kafka offsets only after :meth:`Batch.write` returned.
 """
@@ -37,6 +39,7 @@ REDELIVERED = "redelivered"  # the same Kafka record again (a retry or a redeliv
 KAFKA_MONITOR_LUA = Path(__file__).with_name("lua")  # the Kafka monitor's scripts
 INTAKE_PUSH_LUA = ("local function push(KEYS, ARGV)\n" + PUSH_SEEDS_LUA + "\nend\n"
                    + lua_source(KAFKA_MONITOR_LUA / "intake_push.lua"))
+REQUEST_STORE_LUA = lua_source(KAFKA_MONITOR_LUA / "request_store.lua")  # the request key and its stream entry
 
 def pipeline_eval(pipe: Any, script: str, script_keys: list[str], args: list[Any]) -> None:
     """Queue a Lua call on a pipeline as EVAL: redis-py refuses EVALSHA (and ``eval()``) in a Redis Cluster
@@ -106,7 +109,7 @@ class Batch:
         self._tasks.append((request, task))
 
     def store(self, request: Incoming, key: str) -> None:
-        """Leave the request under ``key`` for the Redis monitor."""
+        """Leave the request under ``key`` and in its kind's stream for the Redis monitors."""
         self._stores.append((request, key))
 
     def write(self) -> Counter[str]:
@@ -118,7 +121,8 @@ class Batch:
             deliveries = [request.delivery for request, _ in self._tasks]
             pipeline_eval(pipe, INTAKE_PUSH_LUA, script_keys, [len(deliveries), *deliveries, *args])
         for request, key in self._stores:
-            pipe.set(key, request.request.canonical if request.request else "", nx=True, ex=self.request_ttl)
+            pipeline_eval(pipe, REQUEST_STORE_LUA, [key, keys.request_stream(request.kind)],
+                          [request.request.canonical if request.request else "", self.request_ttl])
         results = pipe.execute() if len(pipe) else []
         written: Counter[str] = Counter()
         if self._tasks:
@@ -136,7 +140,7 @@ class Batch:
             self._count_enqueued(enqueued)
             results = results[1:]
         for (request, _), created in zip(self._stores, results, strict=True):
-            request.outcome = STORED if created else DUPLICATE
+            request.outcome = STORED if int(created) else DUPLICATE
             if created:
                 written[request.plugin] += 1
         return written

@@ -18,15 +18,19 @@ batch of them in a few round trips, whatever its size:
    is fetched), then every child; a child goes on only if it is new (or its parent is re-delivered).
 3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
-4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child.
+4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child; for a crawl ordered by importance
+   (rule field ``importance``), one :func:`spiders.worker.importance.push_by_importance` call instead, which also
+   counts every link of the batch's pages, seen or not (:mod:`spiders.worker.importance`).
 5. **revisits** — a crawl whose rule has ``revisit`` (``frontier.revisit``): the batch's pages it revisits are
    scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
 6. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
    ``restored``; failures by reason: :mod:`messaging.counts`), one script per crawl, mirrored into ``crawl:<id>``.
 7. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
-   released, atomically per domain; then the journal entries removed and the weights' completion count. A crash
-   anywhere leaves the task to be processed again, which counts as ``restored``: a page is counted exactly once.
+   released, atomically per domain; then the journal entries removed, the finisher's change log
+   (``frontier.finish_hints``) and the weights' completion count. A crash anywhere leaves the task to be processed
+   again, which counts as ``restored``: a page is counted exactly once; a lost change-log entry delays a crawl's end
+   (the finisher re-reads its counts), never hastens it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from frontier.bloom import url_fingerprint
+from frontier.finish_hints import log_touched
 from frontier.politeness import Lease, Politeness
 from frontier.registry import record_completion
 from frontier.revisit import FAILED, FETCHED, Fetched, RevisitPolicy, Schedule
@@ -49,6 +54,7 @@ from messaging.scripts import lua_source
 from messaging.tasks import CrawlFields, Task, push_seeds
 from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
+from spiders.worker.importance import Link, push_by_importance, wants_importance
 
 logger = logging.getLogger(__name__)
 JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
@@ -105,13 +111,22 @@ class Committer:
         redelivered = self._journal(batch, digests, now)
         children = self._new_children(batch, redelivered, result, digests)
         admitted = self._within_limits(children, result)
+        important = {crawlid for crawlid in {f.lease.task.crawlid for f in batch} if self._by_importance(crawlid)}
+        if important:  # their links are counted and their new URLs pushed by importance, in one call
+            links, new = _importance_links(batch, admitted, important)
+            admitted = [task for task in admitted if task.crawlid not in important]
+            result.pushed += push_by_importance(self.redis, links, new).pushed
         if admitted:
-            result.pushed = push_seeds(self.redis, admitted)
+            result.pushed += push_seeds(self.redis, admitted)
         result.revisits = self._revisits(batch)
         self._count(batch)
         result.completed = self.politeness.complete([f.lease for f in batch])
         self._settle(result.completed, list(digests.values()))
         return result
+
+    def _by_importance(self, crawlid: str) -> bool:
+        crawl = self.catalog.get(crawlid)
+        return crawl is not None and wants_importance(crawl.rule)
 
     def mark_seen(self, tasks: Sequence[Task]) -> None:
         """Mark tasks' URLs in their crawls' Bloom filters (start URLs, which no worker pushed)."""
@@ -250,13 +265,31 @@ class Committer:
         pipe.execute()
 
     def _settle(self, completed: list[Lease], digests: list[str]) -> None:
-        """After the acknowledgement: the journal entries removed, the weights' completions counted."""
+        """After the acknowledgement: the journal entries removed and the finisher's change log, in one pipeline;
+        the weights' completions counted."""
+        pipe = self.redis.pipeline(transaction=False)
         if digests:
-            self.redis.zrem(keys.CHILDREN_JOURNAL, *digests)
-            for digest in digests:
-                self._owed.pop(digest, None)
+            pipe.zrem(keys.CHILDREN_JOURNAL, *digests)
+        log_touched(pipe, ((lease.domain, lease.task.crawlid) for lease in completed))  # the finisher looks again
+        pipe.execute()
+        for digest in digests:
+            self._owed.pop(digest, None)
         if completed:
             record_completion(self.redis, self.job, len(completed))
+
+
+def _importance_links(batch: Sequence[Finished], admitted: list[Task],
+                      important: set[str]) -> tuple[list[Link], list[tuple[str, Task]]]:
+    """Each page's distinct links (every one counts, seen or not) and the admitted new URLs, of importance crawls."""
+    links: list[Link] = []
+    for finished in batch:
+        crawlid = finished.lease.task.crawlid
+        if crawlid in important:
+            fingerprints = dict.fromkeys(url_fingerprint(child.url).hex() for child in finished.children)
+            parent = url_fingerprint(finished.lease.task.url).hex()
+            links += [Link(crawlid, fingerprint, parent, len(fingerprints)) for fingerprint in fingerprints]
+    new = [(url_fingerprint(task.url).hex(), task) for task in admitted if task.crawlid in important]
+    return links, new
 
 
 def _digest(member: str) -> str:

@@ -2,8 +2,10 @@
 
 The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in memory; this thread:
 
-- **registers** the job (``frontier.registry``: job id, spider type, host IP identity) and **heartbeats** every
-  CRAWLFLEET_HEARTBEAT_INTERVAL seconds (busy while it holds tasks);
+- **registers** the job (``frontier.registry``: job id, spider type, host IP identity) and starts its
+  **heartbeat** (:class:`~spiders.worker.heartbeat.Heartbeat`: every CRAWLFLEET_HEARTBEAT_INTERVAL seconds, busy while
+  it holds tasks) on a thread and a Redis connection of its own, so that a long walk or commit never delays it; each
+  beat carries the seconds since this thread's last pass, so the registry shows a slow worker as slow, not gone;
 - **takes** tasks with the fair domain walk (:class:`frontier.domain_walk.DomainWalk`) over the politeness step
   (:meth:`frontier.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
   up to CRAWLFLEET_PREFETCH leased tasks ready for the downloader; when nothing can be taken it waits as long as the
@@ -48,6 +50,7 @@ from messaging.outage import OutageLog
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
+from spiders.worker.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
 MIN_IDLE_BACKOFF = 0.05
@@ -86,7 +89,9 @@ class TaskFeed:
                  committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
                  on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
                  proxies: Any = None, on_reserved: Callable[[Any, SendSlot], None] = lambda token, slot: None,
-                 adaptive: AdaptiveDelay | None = None) -> None:
+                 adaptive: AdaptiveDelay | None = None, beats: WorkerRegistry | None = None) -> None:
+        """``beats``: the registry the heartbeat thread uses — give it a Redis client of its own (default: the
+        feed's registry, whose connection pool hands that thread a connection of its own too)."""
         self.info = info
         self.politeness = politeness
         self.registry = registry
@@ -120,6 +125,10 @@ class TaskFeed:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.outage = OutageLog(logger, f"worker {info.job}: the feed (Redis)", clock=clock)
+        self._fence_lock = threading.Lock()
+        self.last_pass = clock()  # when this thread last began a pass (the heartbeat reports the lag)
+        self.heartbeat = Heartbeat(beats or registry, info.job, config.heartbeat_interval, self._progress,
+                                   on_fenced=self._fence, clock=clock)
 
     # --- reactor side ---------------------------------------------------------------------------------------------
     def pop(self) -> Lease | None:
@@ -162,6 +171,8 @@ class TaskFeed:
         return self.info
 
     def start(self) -> None:
+        self.last_pass = self.clock()
+        self.heartbeat.start()
         self._thread = threading.Thread(target=self._run, name=f"feed-{self.info.job}", daemon=True)
         self._thread.start()
 
@@ -172,6 +183,7 @@ class TaskFeed:
         if self._thread is not None:
             self._thread.join(timeout)
         self._commit_all()
+        self.heartbeat.stop()
         if not self.fenced:
             try:
                 self.registry.leave(self.info.job)
@@ -182,10 +194,27 @@ class TaskFeed:
                     len(self.held))
 
     # --- the thread -----------------------------------------------------------------------------------------------
+    def _progress(self) -> tuple[bool, float]:
+        """What a heartbeat carries (read from the heartbeat thread): busy, and seconds since this thread's last
+        pass. A pass ends by waiting for work (at most CRAWLFLEET_IDLE_BACKOFF_MAX): an idle worker's lag stays below
+        that."""
+        return bool(self.held), max(0.0, self.clock() - self.last_pass)
+
+    def _fence(self) -> None:
+        """The job was retired (seen by the heartbeat or by a write of this thread): stop, tell the scheduler once."""
+        with self._fence_lock:
+            if self.fenced:
+                return
+            self.fenced = True
+        logger.error("job %s was retired by the master (no heartbeat in time): stopping", self.info.job)
+        self._stopping.set()
+        self._wake.set()
+        self.on_fenced()
+
     def _run(self) -> None:
-        next_beat = next_renew = next_refresh = next_commit = 0.0
+        next_renew = next_refresh = next_commit = 0.0
         while not self._stopping.is_set():
-            now = self.clock()
+            now = self.last_pass = self.clock()
             wait = self.config.idle_backoff_max
             try:
                 self._reserve_some()
@@ -193,9 +222,6 @@ class TaskFeed:
                     self._adapt_some()
                     self._commit_some()
                     next_commit = now + self.config.commit_interval
-                if now >= next_beat:
-                    self.registry.heartbeat(self.info.job, busy=bool(self.held))
-                    next_beat = now + self.config.heartbeat_interval
                 if now >= next_renew:
                     self._renew(now)
                     self._requeue_expired()
@@ -211,9 +237,7 @@ class TaskFeed:
                     wait = min(wait, self.walk.wake_in)
                 self.outage.ok()
             except Fenced:
-                logger.error("job %s was retired by the master (no heartbeat in time): stopping", self.info.job)
-                self.fenced = True
-                self.on_fenced()
+                self._fence()
                 return
             except Exception as exc:  # Redis down: say so once, keep trying
                 self.outage.failed(exc)
@@ -222,8 +246,8 @@ class TaskFeed:
                 wait = 0.0
             if not self.finished.empty():
                 wait = min(wait, max(0.0, next_commit - self.clock()))
-            wait = min(wait, max(0.0, next_beat - self.clock()))
             self._wake.wait(max(wait, 0.001))
+            self.last_pass = self.clock()  # waiting for work is not falling behind
             self._wake.clear()
 
     def _fill(self) -> bool:

@@ -263,7 +263,8 @@ class FleetScheduler:
                              on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type),
                              on_reserved=self._reserved_from_thread,
                              adaptive=AdaptiveDelay(redis, AdaptiveRule(s.adaptive_target_concurrency,
-                                                                        s.adaptive_max_delay)))
+                                                                        s.adaptive_max_delay)),
+                             beats=WorkerRegistry(clients.redis_client(s)))  # heartbeats: a connection of their own
         self.feed.register()
         self.tracker = TaskTracker(spider, catalog, politeness.admits, self.feed.finish, self.crawler.stats)
         self._redirects = BloomDupeFilter(clients.redis_client(s), s)  # used from the thread pool only

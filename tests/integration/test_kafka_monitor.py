@@ -12,6 +12,7 @@ import pytest
 from deploy.procs import wait_for
 from messaging import clients, keys
 from messaging.answers import AnswerWaiter
+from messaging.clients import as_text
 from messaging.kafka_monitor.batch import DUPLICATE, ENQUEUED, REDELIVERED, Batch, Incoming
 from messaging.kafka_monitor.plugins.crawl import CrawlPlugin
 from messaging.stats import Stats
@@ -89,7 +90,13 @@ def test_requests_are_routed_into_redis(cf, procs):
     assert redis.exists(keys.stats_request("alice", "all", "s1"))
     assert redis.exists(keys.zk_request("rate", "example.com", "alice", "z1"))
     assert 0 < redis.ttl(keys.zk_request("rate", "example.com", "alice", "z1")) <= cf.settings.request_ttl
-    assert len(list(redis.scan_iter(match="zk:blacklist:spam.example:alice:*"))) == 1
+    assert len(list(redis.scan_iter(match="zk:{requests}:blacklist:spam.example:alice:*"))) == 1
+    # each stored request is also an entry of its kind's stream, which the Redis monitors read (no keyspace scan)
+    entries = {kind: [as_text(fields[b"key"]) for _, fields in redis.xrange(keys.request_stream(kind))]
+               for kind in ("info", "stats", "site", "stop")}
+    assert entries["info"] == [keys.info_request("alice", "news", "i1")]
+    assert entries["stop"] == [keys.stop_request("alice", "old", "x1")]
+    assert keys.zk_request("rate", "example.com", "alice", "z1") in entries["site"] and len(entries["site"]) == 2
 
     failed = read_topic(cf.settings, cf.settings.topic_failed, 1)
     assert failed[0]["path"] == "$.url" and "gopher" in failed[0]["reason"]

@@ -1,4 +1,5 @@
-"""The Redis monitor on real Redis (single and Cluster), Kafka and ZooKeeper: info, stats, site config, stop, locks."""
+"""The Redis monitor on real Redis (single and Cluster), Kafka and ZooKeeper: info, stats, site config, stop, and the
+request streams' hand-over (one monitor per request, taken over from a dead one, kept while a plugin runs long)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from deploy.procs import wait_for
 from messaging import clients, keys
 from messaging.answers import AnswerWaiter
+from messaging.kafka_monitor.batch import REQUEST_STORE_LUA
 from messaging.kafka_monitor.monitor import topic_partitions
-from messaging.redis_monitor.monitor import RedisMonitor
+from messaging.redis_monitor.monitor import GROUP, RedisMonitor
 from messaging.redis_monitor.plugins import Plugin
 from messaging.settings import load
 from messaging.siteconfig import SitePaths, read_site
@@ -42,8 +44,20 @@ def populate(redis: Any) -> None:
                                            CrawlFields.PAGES: 7, CrawlFields.ENQUEUED: 12})
 
 
+KIND_OF_KEY = {"info": "info", "statsrequest": "stats", "zk": "site", "stop": "stop"}
+
+
+def stream_of(key: str) -> str:
+    return keys.request_stream(KIND_OF_KEY[key.split(":", 1)[0]])
+
+
 def leave_request(redis: Any, key: str, request: dict[str, Any]) -> None:
-    redis.set(key, canonical_json(request))  # as the Kafka monitor stores it
+    """As the Kafka monitor leaves it: the request key and its stream entry, in one call."""
+    assert int(redis.eval(REQUEST_STORE_LUA, 2, key, stream_of(key), canonical_json(request), 3600)) == 1
+
+
+def pending(redis: Any, key: str) -> list[dict[str, Any]]:
+    return redis.xpending_range(stream_of(key), GROUP, "-", "+", 10)
 
 
 @pytest.fixture
@@ -68,7 +82,7 @@ def ask(cf: Any, monitor: RedisMonitor, key: str, request: dict[str, Any]) -> di
         assert monitor.run_once() == 1
         answer = waiter.wait([request["uuid"]], 20)[request["uuid"]]
     assert not monitor.redis.exists(key), "the request key is deleted once answered"
-    assert not monitor.redis.exists(keys.monitor_lock(key)), "the lock is released"
+    assert monitor.redis.xlen(stream_of(key)) == 0 and not pending(monitor.redis, key), "the entry is gone"
     return answer
 
 
@@ -156,23 +170,43 @@ def test_stats_report_counters_alive_hosts_and_crawler_statuses(cf, monitor):
     assert list(only["modules"]) == ["crawler"]
 
 
-def test_one_monitor_per_key_and_the_key_stays_until_answered(cf, monitor):
-    first, second = monitor(), monitor()
+def test_a_request_read_by_a_monitor_that_died_is_taken_over_after_the_ttl(cf, monitor):
+    clients.ensure_topics(cf.settings, topic_partitions(cf.settings))
+    ttl = 1
+    first = monitor()
+    second = RedisMonitor(load(cf.with_env(CRAWLFLEET_MONITOR_LOCK_TTL=str(ttl))), redis=cf.redis())
     key = keys.stats_request("alice", "master", "l-1")
-    leave_request(first.redis, key, {"stats": "master", "userid": "alice", "uuid": "l-1"})
-    first.redis.set(keys.monitor_lock(key), second.token, ex=60)  # the second monitor is handling it
-    assert first.run_once() == 0
-    assert first.redis.exists(key)
-    first.redis.delete(keys.monitor_lock(key))
-    with AnswerWaiter(cf.settings) as waiter:
-        assert first.run_once() == 1
-        assert waiter.wait(["l-1"], 20)["l-1"]["status"] == "ok"
-    assert second.run_once() == 0 and not first.redis.exists(key)
+    try:
+        second.connect()
+        leave_request(first.redis, key, {"stats": "master", "userid": "alice", "uuid": "l-1"})
+        entries = first._read(None)  # the first monitor reads it, then stalls (or dies) before answering
+        assert len(entries) == 1
+        read_at = time.monotonic()
+        assert second.run_once() == 0, "a request pending at a live monitor was taken"
+        assert first.redis.exists(key) and pending(first.redis, key)[0]["consumer"] == first.token.encode()
+        with AnswerWaiter(cf.settings) as waiter:
+            wait_for(lambda: second.run_once() == 1, 20, "the other monitor to take the request over", 0.2)
+            assert time.monotonic() - read_at >= ttl, "taken over before the TTL"
+            assert waiter.wait(["l-1"], 20)["l-1"]["status"] == "ok"
+        assert not first.redis.exists(key) and first.redis.xlen(stream_of(key)) == 0 and not pending(first.redis, key)
+        assert second.run_once() == 0
+        assert first.handle_entry(*entries[0]) == 0, "the stalled monitor answered a request taken over from it"
+    finally:
+        second.close()
+
+
+def test_a_redelivered_request_still_waiting_is_stored_once(cf):
+    redis = cf.redis()
+    key = keys.info_request("alice", "x", "d-1")
+    request = canonical_json({"action": "info", "userid": "alice", "crawlid": "x", "uuid": "d-1"})
+    assert int(redis.eval(REQUEST_STORE_LUA, 2, key, stream_of(key), request, 3600)) == 1
+    assert int(redis.eval(REQUEST_STORE_LUA, 2, key, stream_of(key), request, 3600)) == 0
+    assert redis.xlen(stream_of(key)) == 1 and 0 < redis.ttl(key) <= 3600
 
 
 def test_a_failing_plugin_answers_with_an_error(cf, monitor):
     class Broken(Plugin):
-        name, kind, pattern = "broken", "info", keys.INFO_REQUESTS
+        name, kind = "broken", "info"
 
         def handle(self, key: str, request: dict[str, Any], context: Any) -> dict[str, Any]:
             raise RuntimeError("the disk is on fire")
@@ -184,15 +218,15 @@ def test_a_failing_plugin_answers_with_an_error(cf, monitor):
     assert Stats(running.redis, "redis-monitor").value("errors", "lifetime") == 1
 
 
-def test_a_plugin_running_past_the_lock_ttl_keeps_its_key(cf):
-    """The lock is renewed while the plugin runs: after three TTLs another monitor still cannot take the key."""
+def test_a_plugin_running_past_the_lock_ttl_keeps_its_request(cf):
+    """The request is renewed while the plugin runs: after three TTLs another monitor still cannot take it."""
     clients.ensure_topics(cf.settings, topic_partitions(cf.settings))
     ttl = 1
     settings = load(cf.with_env(CRAWLFLEET_MONITOR_LOCK_TTL=str(ttl)))
     started, finish = threading.Event(), threading.Event()
 
     class Slow(Plugin):
-        name, kind, pattern = "slow", "info", keys.INFO_REQUESTS
+        name, kind = "slow", "info"
 
         def handle(self, key: str, request: dict[str, Any], context: Any) -> dict[str, Any]:
             started.set()
@@ -206,7 +240,6 @@ def test_a_plugin_running_past_the_lock_ttl_keeps_its_key(cf):
     first = RedisMonitor(settings, redis=cf.redis(), plugins=[Slow()])
     second = RedisMonitor(settings, redis=cf.redis(), plugins=[Quick()])
     key = keys.info_request("alice", "x", "slow-1")
-    lock = keys.monitor_lock(key)
     handled: list[int] = []
     worker = threading.Thread(target=lambda: handled.append(first.run_once()))
     try:
@@ -217,15 +250,16 @@ def test_a_plugin_running_past_the_lock_ttl_keeps_its_key(cf):
             worker.start()
             assert started.wait(20), "the plugin never started"
             began = time.monotonic()
-            wait_for(lambda: time.monotonic() - began > 3 * ttl and first.redis.exists(lock), 10 * ttl,
-                     "three lock TTLs to pass while the plugin runs")
-            assert first.redis.get(lock) == first.token.encode(), "the lock is still the first monitor's"
+            wait_for(lambda: time.monotonic() - began > 3 * ttl, 10 * ttl, "three TTLs to pass while the plugin runs")
             assert second.run_once() == 0, "another monitor took a request whose plugin still runs"
+            owner = pending(first.redis, key)[0]
+            assert owner["consumer"] == first.token.encode(), "the request is still the first monitor's"
+            assert owner["time_since_delivered"] < ttl * 1000, "its idle time is reset while the plugin runs"
             finish.set()
             worker.join(30)
             assert handled == [1]
             assert waiter.wait(["slow-1"], 20)["slow-1"]["slow"] is True
-        assert not first.redis.exists(key) and not first.redis.exists(lock)
+        assert not first.redis.exists(key) and not pending(first.redis, key)
     finally:
         finish.set()
         if worker.is_alive():

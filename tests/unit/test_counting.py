@@ -82,6 +82,11 @@ class _Registry:
     def live(self) -> dict[str, float]:
         return dict(self.heartbeats)
 
+    def health(self, now: float, ttl: float, slow_after: float) -> dict[str, Any]:
+        from frontier.registry import health_of
+
+        return {job: health_of(job, beat, None, now, ttl, slow_after) for job, beat in self.heartbeats.items()}
+
     def retire(self, job: str, latest: float, now: float) -> bool:
         self.retired.append(job)
         del self.heartbeats[job]

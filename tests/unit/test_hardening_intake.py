@@ -157,11 +157,23 @@ class UnreachableRedis:
     def register_script(self, script: str):
         return lambda **kwargs: 0
 
-    def scan_iter(self, **kwargs):
+    def _pass(self) -> None:
         self.passes += 1
         if not self.back.is_set():
             raise redis_py.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-        return iter(())
+
+    def xgroup_create(self, *args, **kwargs):
+        self._pass()
+
+    def xreadgroup(self, *args, **kwargs):
+        self._pass()
+        return []
+
+    def xautoclaim(self, *args, **kwargs):
+        return [b"0-0", [], []]
+
+    def xinfo_consumers(self, *args, **kwargs):
+        return []
 
 
 def test_a_redis_outage_logs_a_bounded_number_of_lines(caplog):

@@ -1,4 +1,4 @@
-"""Plugins of the Redis monitor: each owns a key pattern and turns one request into an answer.
+"""Plugins of the Redis monitor: each owns a kind of request (its stream) and turns one request into an answer.
 
 :meth:`Plugin.handle` gets the request (the JSON the Kafka monitor stored) and a :class:`Context` with the
 connections, and returns the answer's fields; raising :class:`Refused` makes a ``rejected`` answer with its reason
@@ -51,11 +51,11 @@ class Context:
 
 
 class Plugin:
-    """Base class: ``name`` (its counter, ``stats:redis-monitor:<name>:<window>``), ``kind`` and ``pattern``."""
+    """Base class: ``name`` (its counter, ``stats:redis-monitor:<name>:<window>``) and ``kind`` (``info``, ``stats``,
+    ``site``, ``stop``: the plugin reads the stream :func:`messaging.keys.request_stream` of that kind)."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = ""
-    pattern: ClassVar[str] = ""  # SCAN MATCH pattern, from messaging.keys
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         raise NotImplementedError

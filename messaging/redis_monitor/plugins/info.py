@@ -100,7 +100,6 @@ def revisit_summary(redis: Any, crawlid: str, now: float | None = None) -> dict[
 class InfoPlugin(Plugin):
     name = "info"
     kind = "info"
-    pattern = keys.INFO_REQUESTS
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         crawlid = request["crawlid"]

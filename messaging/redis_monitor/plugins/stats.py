@@ -111,7 +111,6 @@ def modules_present(redis: Any) -> list[str]:
 class StatsPlugin(Plugin):
     name = "stats"
     kind = "stats"
-    pattern = keys.STATS_REQUESTS
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         wanted = request["stats"]

@@ -62,7 +62,6 @@ def _purge(redis: Any, crawlid: str) -> dict[str, int]:
 class StopPlugin(Plugin):
     name = "stop"
     kind = "stop"
-    pattern = keys.STOP_REQUESTS
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         crawlid = request["crawlid"]

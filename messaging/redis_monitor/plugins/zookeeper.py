@@ -17,7 +17,6 @@ from typing import Any
 
 from kazoo.retry import KazooRetry
 
-from messaging import keys
 from messaging.domains import domain_of_host
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.siteconfig import SiteConfig, SitePaths, effective, read_defaults, update_site
@@ -54,7 +53,6 @@ def change_for(request: dict[str, Any]) -> Any:
 class ZookeeperPlugin(Plugin):
     name = "zookeeper"
     kind = "site"
-    pattern = keys.ZK_REQUESTS
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         paths = SitePaths(context.settings.zk_root)
