@@ -11,8 +11,7 @@ monitor takes it over once it has been idle for CRAWLFLEET_MONITOR_LOCK_TTL (``X
 so the request is answered (perhaps twice; the client takes the first answer). A plugin that raises produces an
 ``error`` answer with the reason, and the request is done: a client can retry, and a request that can never succeed
 does not loop forever. While Redis or Kafka is away the loop keeps trying every CRAWLFLEET_REDIS_MONITOR_INTERVAL,
-and :class:`messaging.outage.OutageLog` says so once when it starts, every OUTAGE_REPORT_SECONDS while it lasts,
-and once when it is over. A Redis that lost the group (restarted empty) gets it again.
+and :class:`messaging.outage.OutageLog` says so once when it starts and once when it is over. A Redis that lost the group (restarted empty) gets it again.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ LUA = Path(__file__).with_name("lua")
 _DONE = lua_source(LUA / "request_done.lua")
 _RENEW = lua_source(LUA / "request_renew.lua")
 Entry = tuple[str, str, dict[Any, Any]]  # stream, entry id, fields
-OUTAGE_REPORT_SECONDS = 30.0  # while Redis or Kafka stays away, one log line this often
 logger = logging.getLogger("crawlfleet.redis_monitor")
 
 class RedisMonitor:
