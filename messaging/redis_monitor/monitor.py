@@ -11,7 +11,8 @@ monitor takes it over once it has been idle for CRAWLFLEET_MONITOR_LOCK_TTL (``X
 so the request is answered (perhaps twice; the client takes the first answer). A plugin that raises produces an
 ``error`` answer with the reason, and the request is done: a client can retry, and a request that can never succeed
 does not loop forever. While Redis or Kafka is away the loop keeps trying every CRAWLFLEET_REDIS_MONITOR_INTERVAL,
-and :class:`messaging.outage.OutageLog` says so once when it starts and once when it is over. A Redis that lost the group (restarted empty) gets it again.
+and :class:`messaging.outage.OutageLog` says so once when it starts and once when it is over. A Redis that lost
+the group (restarted empty) gets it again.
 """
 
 from __future__ import annotations
