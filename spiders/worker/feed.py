@@ -8,8 +8,9 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   beat carries the seconds since this thread's last pass, so the registry shows a slow worker as slow, not gone;
 - **takes** tasks with the fair domain walk (:class:`frontier.domain_walk.DomainWalk`) over the politeness step
   (:meth:`frontier.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
-  up to CRAWLFLEET_PREFETCH leased tasks ready for the downloader; when nothing can be taken it waits as long as the
-  walk says (the earliest moment a domain may open, with a back-off that grows to CRAWLFLEET_IDLE_BACKOFF_MAX
+  up to CRAWLFLEET_PREFETCH leased tasks not yet sent (ready for the downloader, or handed to the scheduler and
+  waiting there for their slot: :meth:`TaskFeed.sent` frees their room); when nothing can be taken it waits as long
+  as the walk says (the earliest moment a domain may open, with a back-off that grows to CRAWLFLEET_IDLE_BACKOFF_MAX
   while the queues stay empty), or until the scheduler wakes it;
 - **reads** each crawl's rule and state once (:class:`~spiders.worker.crawls.CrawlCatalog`) before a task of the crawl
   is handed out, and re-reads known crawls so that a stop is noticed; tasks of a stopped crawl complete unfetched;
@@ -115,6 +116,10 @@ class TaskFeed:
         if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
             add_listener(self._site_changed)
         self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
+        # Popped by the scheduler, their request not sent yet (waiting for its slot, a new slot or a 429's end):
+        # still prefetched, so they count against CRAWLFLEET_PREFETCH with ``ready`` (else a paced site's leases
+        # would pile up in the scheduler, a whole pace horizon's worth, beyond the prefetch).
+        self.unsent: set[str] = set()
         self.held: dict[str, tuple[Lease, float]] = {}  # every lease this worker holds -> when it was last renewed
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self.paused = False  # back-pressure from storage: take nothing new
@@ -132,13 +137,32 @@ class TaskFeed:
 
     # --- reactor side ---------------------------------------------------------------------------------------------
     def pop(self) -> Lease | None:
+        """The next leased task; it stays in the prefetch until its request is :meth:`sent` (or it finishes)."""
         with self._lock:
             lease = self.ready.popleft() if self.ready else None
-        if lease is not None and len(self.ready) < self.config.prefetch // 2:
-            self._wake.set()
+            if lease is not None:
+                self.unsent.add(lease.member)
         return lease
 
+    def sent(self, member: str | None) -> None:
+        """The request of a popped task went out: its room in the prefetch is free (a follow-up's: no change)."""
+        if member is None:
+            return
+        with self._lock:
+            if member not in self.unsent:
+                return
+            self.unsent.discard(member)
+            low = self.prefetched() < self.config.prefetch // 2
+        if low:
+            self._wake.set()
+
+    def prefetched(self) -> int:
+        """Leased tasks whose request has not gone out: ready, or popped and waiting for their slot."""
+        return len(self.ready) + len(self.unsent)
+
     def finish(self, finished: Finished) -> None:
+        with self._lock:
+            self.unsent.discard(finished.lease.member)  # finished unsent (e.g. no request could be made)
         self.finished.put(finished)
 
     def reserve(self, token: Any, domain: str, withdrawn: str = "", ip: str | None = None) -> None:
@@ -229,7 +253,7 @@ class TaskFeed:
                 if now >= next_refresh:
                     self.catalog.refresh_known()
                     next_refresh = now + self.config.crawl_refresh
-                if not self.paused and len(self.ready) < self.config.prefetch:
+                if not self.paused and self.prefetched() < self.config.prefetch:
                     taken = self._fill()
                     self.outage.ok()
                     if taken:
@@ -253,7 +277,7 @@ class TaskFeed:
     def _fill(self) -> bool:
         """Take tasks until the prefetch is full or nothing can be taken now; True when something was taken."""
         taken = False
-        while not self.paused and len(self.ready) < self.config.prefetch and not self._stopping.is_set():
+        while not self.paused and self.prefetched() < self.config.prefetch and not self._stopping.is_set():
             if self._extra:  # taken by the last step batch, beyond the lease the walk was given
                 lease = self._extra.popleft()
             else:
@@ -286,7 +310,7 @@ class TaskFeed:
         """The politeness step, in batches of up to :data:`TAKE_BATCH` steps per round trip while there is room in
         the prefetch (the walk gets the first lease, the others wait in ``_extra``); through proxies, the per-IP
         window is each proxy's exit address, tried in turn."""
-        limit = max(1, min(TAKE_BATCH, self.config.prefetch - len(self.ready)))
+        limit = max(1, min(TAKE_BATCH, self.config.prefetch - self.prefetched()))
         candidates = self.proxies.candidates(domain) if self.proxies is not None else []
         if not candidates:
             return self._first(self.politeness.take_many(domain, limit))
@@ -419,5 +443,5 @@ class TaskFeed:
         return bool(self.held)
 
     def stats(self) -> dict[str, Any]:
-        return {"ready": len(self.ready), "held": len(self.held), "completed": self.completed,
-                "paused": self.paused, "skips": dict(self.walk.skips)}
+        return {"ready": len(self.ready), "unsent": len(self.unsent), "held": len(self.held),
+                "completed": self.completed, "paused": self.paused, "skips": dict(self.walk.skips)}

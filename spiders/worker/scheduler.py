@@ -7,6 +7,9 @@ the methods Scrapy calls on the reactor only move objects in memory:
 - :meth:`next_request` hands out, first, follow-ups of tasks in progress (redirects, retries; a 429/503 retry only
   after its ``not_before``), then a task the feed has already leased, turned into a request by the spider
   (``spider.request_for(task, crawl)``);
+- a leased task counts against the feed's prefetch until its request goes out, also while it waits here for its
+  slot (:meth:`TaskFeed.sent`): the worker takes no more tasks ahead of its downloader than CRAWLFLEET_PREFETCH,
+  however far ahead a paced site's slots are;
 - every request leaves at its **slot** (the fetch-time clock of ``frontier.politeness``): a leased task's request no
   earlier than the slot its politeness step recorded the hit at and no later than the lease's slack after it; one
   that would leave later (the downloader was busy) withdraws its hit and asks the feed for a new slot, and so does
@@ -196,6 +199,7 @@ class FleetScheduler:
             return False
         del request.meta["fleet_slot"]  # spent: a follow-up copies the meta and needs a slot of its own
         self.crawler.stats.inc_value("fleet/pace/sent")
+        self.feed.sent(request.meta.get("task_member"))  # a leased task's request leaves the prefetch only now
         return True
 
     def _reserve(self, request: Request, domain: str, withdrawn: str) -> None:

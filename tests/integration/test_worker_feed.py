@@ -132,3 +132,26 @@ def test_max_pages_and_domain_max_pages_admit_only_what_fits(cf: Any) -> None:
     assert result.pushed == 5 and result.over_limit == 5
     queued = sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1))
     assert queued == [f"http://other.test/o{n}" for n in range(2)] + [f"http://site.test/s{n}" for n in range(3)]
+
+
+def test_popped_tasks_whose_request_has_not_gone_out_count_against_the_prefetch(cf: Any) -> None:
+    """The scheduler pops a lease and may hold its request until its slot: the feed takes nothing in its place until
+    the request is sent (or the task finishes), so a worker never holds more than its prefetch of unsent tasks."""
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    redis.zrem(keys.SEEDS, start.encode())
+    politeness, committer, catalog = worker_parts(cf, "job-p")
+    tasks = [start.child(f"http://site.test/p{n}") for n in range(10)]
+    redis.sadd(keys.job_domains("job-p"), start.domain)
+    redis.zadd(keys.queue("job-p", start.domain), {task.encode(): n for n, task in enumerate(tasks)})
+    redis.hincrby(keys.pending_domain(start.domain), CRAWL, len(tasks))
+    feed = TaskFeed(WorkerInfo("job-p", "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis),
+                    catalog, committer, FeedConfig(prefetch=4))  # not started: this test turns the feed's crank
+    assert feed._fill() and len(feed.ready) == 4
+    popped = [feed.pop() for _ in range(4)]  # waiting in the scheduler for their slots
+    assert not feed.ready and feed.prefetched() == 4
+    assert not feed._fill() and len(feed.held) == 4  # nothing more taken while they wait
+    feed.sent(popped[0].member)
+    feed.finish(Finished(popped[1]))  # finished unsent (no request could be made): its room is free too
+    feed.sent(popped[0].member)  # a follow-up of a task already sent changes nothing
+    assert feed._fill() and len(feed.ready) == 2 and feed.prefetched() == 4 and len(feed.held) == 6

@@ -1,5 +1,6 @@
 """The scheduler's hand-out path (spiders.worker.scheduler): a request leaves within its slot's span, or gets a new
-slot first — a leased task's request, one that missed its slot, a follow-up, and a slot beyond the horizon."""
+slot first — a leased task's request, one that missed its slot, a follow-up, and a slot beyond the horizon; a leased
+task stays in the feed's prefetch until its request goes out."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Feed:
         self.proxy_of: dict[str, Any] = {}
         self.reserved: list[tuple[int, str, str, str | None]] = []
         self.paused = False
+        self.unsent: set[str] = set()  # popped, request not sent: still in the prefetch (TaskFeed.sent)
 
     def lease(self, path: str, send_at: float, slack: float = 0.2) -> Lease:
         task = Task(url=f"http://{DOMAIN}{path}", crawlid="c", spider_type="list")
@@ -39,7 +41,13 @@ class Feed:
         return lease
 
     def pop(self) -> Lease | None:
-        return self.ready.popleft() if self.ready else None
+        lease = self.ready.popleft() if self.ready else None
+        if lease is not None:
+            self.unsent.add(lease.member)
+        return lease
+
+    def sent(self, member: str | None) -> None:
+        self.unsent.discard(member)
 
     def reserve(self, token: int, domain: str, withdrawn: str = "", ip: str | None = None) -> None:
         self.reserved.append((token, domain, withdrawn, ip))
@@ -95,3 +103,22 @@ def test_a_follow_up_reserves_a_hit_of_its_own(scheduler: FleetScheduler) -> Non
     not_before, _, held = scheduler._followups[0]
     assert held is redirect and "fleet_slot" not in held.meta
     assert not_before <= time.monotonic() + REASK_SECONDS
+
+
+def test_a_leased_task_stays_in_the_prefetch_until_its_request_goes_out(scheduler: FleetScheduler) -> None:
+    """A task waiting in the scheduler for its slot is still prefetched: the feed takes no more tasks in its place
+    (else a paced site's slots, a whole horizon ahead, would let a worker hold leases beyond its prefetch)."""
+    now = time.monotonic()
+    later = scheduler.feed.lease("/later", now + 30)
+    late = scheduler.feed.lease("/late", now - 5, slack=0.2)
+    due = scheduler.feed.lease("/due", now - 0.01, slack=60)
+    assert scheduler.next_request().url.endswith("/due")
+    assert scheduler.feed.unsent == {later.member, late.member}  # one waits for its slot, one for a new slot
+    [(token, _, _, _)] = scheduler.feed.reserved
+    scheduler._reserved(token, SendSlot(DOMAIN, time.monotonic() - 0.01, 60, "hit-new"))
+    assert scheduler.next_request().url.endswith("/late")
+    assert scheduler.feed.unsent == {later.member}
+    redirect = Request(f"http://{DOMAIN}/moved", meta={"task_member": due.member,
+                                                      "fleet_slot": SendSlot(DOMAIN, now - 0.01, 60, "hit-r")})
+    scheduler._hold(redirect)  # a follow-up of a task already sent: no change to the prefetch
+    assert scheduler.next_request() is redirect and scheduler.feed.unsent == {later.member}
