@@ -74,7 +74,9 @@ EVENT_FIELD = "finish_event"  # crawl hash field: pending | sent
 CHECK_BATCH = 200  # candidates looked at per check
 SCAN_COUNT = 5000  # ZSCAN COUNT of the verification sweep
 SCAN_BUDGET = 20_000  # entries of seeds one check reads at most
-RESYNC_SECONDS = 60.0  # a waiting crawl's view is read again in full this often (hints lost in a crash)
+# a waiting crawl's view is read again this often: a hint lost in a crash, or a path that forgot to leave one,
+# delays the crawl's end by at most this (its cost: the busy domains of the crawls waiting to end)
+RESYNC_SECONDS = 10.0
 _DROP, _WAIT, _VERIFY, _ANNOUNCE = "drop", "wait", "verify", "announce"
 # Tasks are canonical JSON (sorted keys, no spaces): the crawl id is the string after "crawlid":
 _CRAWLID = re.compile(r'"crawlid":"((?:[^"\\]|\\.)*)"')

@@ -50,7 +50,7 @@ from frontier.registry import record_completion
 from frontier.revisit import FAILED, FETCHED, Fetched, RevisitPolicy, Schedule
 from messaging import keys
 from messaging.domains import InvalidDomain, domain_of
-from messaging.scripts import lua_source
+from messaging.scripts import lua_source, run_scripts
 from messaging.tasks import CrawlFields, Task, push_seeds
 from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
@@ -251,11 +251,10 @@ class Committer:
             task = finished.lease.task
             args[task.crawlid] += [url_fingerprint(task.url).hex(), finished.items, finished.failure,
                                    "1" if task.depth == 0 else "0"]
-        pipe = self.redis.pipeline(transaction=False)
-        for crawlid, crawl_args in args.items():
-            self._count_pages(keys=[keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)], args=crawl_args,
-                              client=pipe)
-        added = pipe.execute()
+        # run_scripts: one pipeline on a plain Redis, one call per crawl on a cluster (a cluster pipeline cannot
+        # carry scripts; the commit failed there after its push, and its retries pushed the children again)
+        added = run_scripts(self.redis, [(self._count_pages, [keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)],
+                                          crawl_args) for crawlid, crawl_args in args.items()])
         pipe = self.redis.pipeline(transaction=False)
         for crawlid, (pages, items, _restored) in zip(args, added, strict=True):
             if int(pages):
