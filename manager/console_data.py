@@ -15,6 +15,7 @@ from manager.registry import ManagerRegistry
 from messaging import keys
 from messaging.clients import as_text
 from messaging.clock import RedisClock
+from messaging.counts import BLACKLISTED, NOINDEX, ROBOTS, read_counts
 from messaging.siteconfig import SitePaths
 from messaging.tasks import CrawlFields
 
@@ -114,15 +115,46 @@ def crawl_view(manager: Any, crawlid: str, page: int, field: str | None = None) 
     cursor = collection.find({}, {"_id": 0}).sort("fetched_at", -1).skip((page - 1) * ITEMS_PER_PAGE) \
         .limit(ITEMS_PER_PAGE)
     items = [dict(doc) for doc in cursor]
-    dead = int(redis.hget(keys.DEAD_LETTER_COUNTS, crawlid) or 0)
-    counted = {as_text(k): int(v) for k, v in redis.hgetall(keys.crawl_reasons(crawlid)).items()}
     return {
         "crawlid": crawlid, "record": raw, "row": row, "stored": stored, "statuses": statuses,
-        "reasons": {**dict(sorted(counted.items())), "dead letters (not placed)": dead,
-                    "stopped": 1 if raw.get(CrawlFields.STATE) == "stopped" else 0},
+        "reasons": reason_rows(redis, crawlid, raw.get(CrawlFields.STATE) == "stopped"),
         "progress": _cumulative(progress), "items": items, "item_page": page,
         "item_pages": max(1, -(-stored // ITEMS_PER_PAGE)), "columns": _columns(items),
     }
+
+
+def reason_rows(redis: Any, crawlid: str, stopped: bool = False) -> list[dict[str, Any]]:
+    """The crawl page's breakdown of pages and items left out, by reason: ``robots`` (tasks robots.txt disallows,
+    dropped unfetched), ``noindex`` (pages whose robots directives kept their items out), ``dropped`` (items the
+    pipelines dropped), ``errors`` (failed pages: HTTP error statuses, download errors), each group followed by its
+    detailed reasons. Pages come from the crawl's exact counts (:mod:`messaging.counts`); dropped items and spider
+    errors from the workers' tally of what happened (``crawl:<id>:reasons``, written with each registration)."""
+    counts = read_counts(redis, crawlid)
+    failures = dict(counts.failures)
+    left_out = {reason: failures.pop(reason, 0) for reason in (ROBOTS, NOINDEX, BLACKLISTED)}
+    tallied = {as_text(k): int(v) for k, v in redis.hgetall(keys.crawl_reasons(crawlid)).items()}
+    dropped = {reason: n for reason, n in sorted(tallied.items()) if reason.startswith("dropped:")}
+    spider_errors = {reason: n for reason, n in sorted(tallied.items()) if reason.startswith("spider error:")}
+    rows = [_reason_row(ROBOTS, "tasks robots.txt disallows (not fetched)", left_out[ROBOTS]),
+            _reason_row(NOINDEX, "pages not stored: their robots directives say noindex", left_out[NOINDEX])]
+    if left_out[BLACKLISTED]:
+        rows.append(_reason_row(BLACKLISTED, "tasks of a blacklisted domain (not fetched)", left_out[BLACKLISTED]))
+    rows.append(_reason_row("dropped", "items dropped by the pipelines", sum(dropped.values())))
+    rows += [_reason_row(reason, "", n, detail=True) for reason, n in dropped.items()]
+    rows.append(_reason_row("errors", "failed pages (HTTP errors, download errors)", sum(failures.values())))
+    rows += [_reason_row(reason, "", n, detail=True) for reason, n in sorted(failures.items())]
+    rows += [_reason_row(reason, "", n, detail=True) for reason, n in spider_errors.items()]
+    if counts.start_failure:
+        rows.append(_reason_row("start URL failed", counts.start_failure, 1))
+    rows += [_reason_row("restored", "pages processed again after a fault (counted once)", counts.restored),
+             _reason_row("dead letters", "tasks that could not be placed",
+                         int(redis.hget(keys.DEAD_LETTER_COUNTS, crawlid) or 0)),
+             _reason_row("stopped", "stopped by an operator", int(stopped))]
+    return rows
+
+
+def _reason_row(reason: str, meaning: str, count: int, detail: bool = False) -> dict[str, Any]:
+    return {"reason": reason, "meaning": meaning, "count": int(count), "detail": detail}
 
 
 def _cumulative(per_minute: list[tuple[str, int]]) -> list[dict[str, Any]]:

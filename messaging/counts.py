@@ -5,7 +5,9 @@ count hashes (:func:`messaging.keys.crawl_counted`, :func:`messaging.keys.crawl_
 a canonical URL counts the page and the items it stored; every later one (a re-fetch after a fault) counts as
 ``restored``. A task that failed (an HTTP error status, a download error) is a page with its reason: ``failures``
 by reason, and ``start_failure`` when it was the crawl's start URL (a start URL answering 404 ends the crawl with 0
-items; this says why). The ``crawl_finished`` event and the info answer read them here.
+items; this says why). Pages left out on purpose count the same way, with reason ``robots`` (robots.txt disallows
+the task: it is dropped unfetched), ``blacklisted`` (the domain's queue was dropped) or ``noindex`` (the page's
+robots directives: its items are not stored). The ``crawl_finished`` event and the info answer read them here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from messaging.clients import as_text
 
 FAILED_PREFIX = "failed:"
 START_FAILURE = "start"
+# reasons of pages that were not fetched or not stored although nothing failed: robots.txt disallows the URL
+# (dropped by the politeness step), the domain is blacklisted (its queue dropped), the page's robots directives
+# say noindex (its items are not stored)
+ROBOTS, BLACKLISTED, NOINDEX = "robots", "blacklisted", "noindex"
 
 @dataclass
 class CrawlCounts:

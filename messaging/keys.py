@@ -288,7 +288,8 @@ def site_statuses(domain: str) -> str:
 
 def crawl_reasons(crawlid: str) -> str:
     """hash: why pages of the crawl gave no item (HTTP errors, items dropped by a pipeline, spider errors) -> count,
-    counted by the workers' metrics extension for the crawl's page."""
+    tallied by the workers' metrics extension; the crawl's page shows its dropped items and spider errors (its
+    failed pages come from the exact counts, ``crawl_totals``)."""
     return f"crawl:{crawlid}:reasons"
 
 

@@ -17,7 +17,8 @@ crawler stats (``fleet/rule_errors``), never a crash.
 What the page tells robots (:mod:`spiders.robots_meta`, unless the crawl's rule says ``"ignore_robots_meta": true``):
 ``noindex`` drops its items, ``nofollow`` its links, ``noarchive`` is recorded in each item's ``robots_meta``; the
 pages and links left out are counted in the crawler stats (``fleet/robots_meta/noindex``, ``.../nofollow``,
-``.../rel_nofollow``) and in the cluster's counters (``stats:crawler:robots_noindex`` ...).
+``.../rel_nofollow``) and in the cluster's counters (``stats:crawler:robots_noindex`` ...); a noindex page is
+also counted in its crawl's exact counts with reason ``noindex`` (:mod:`messaging.counts`, by the task tracker).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from spiders.dupefilter import crawlfleet_settings
 from spiders.middlewares.conditional import unchanged
 from spiders.pipelines import cluster_counters
 from spiders.render.modes import render_mode
-from spiders.robots_meta import robots_meta
+from spiders.robots_meta import NOINDEX_META, robots_meta
 from spiders.rules import PageResult
 from spiders.worker.crawls import CrawlInfo
 
@@ -146,6 +147,7 @@ class FleetSpider(scrapy.Spider):
         if meta.noindex and result.items:
             logger.debug("%s says noindex: %d item(s) not stored", response.url, len(result.items))
             self._count_meta("noindex")
+            response.meta[NOINDEX_META] = True  # the task tracker counts the page with reason noindex
             result.items = []
         return meta.recorded
 

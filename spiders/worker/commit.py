@@ -25,7 +25,9 @@ batch of them in a few round trips, whatever its size:
    scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
 6. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
-   ``restored``; failures by reason: :mod:`messaging.counts`), one script per crawl, mirrored into ``crawl:<id>``.
+   ``restored``; failures by reason: :mod:`messaging.counts`, ``noindex`` among them), one script per crawl,
+   mirrored into ``crawl:<id>``. Tasks the politeness step dropped unfetched are counted the same way
+   (:meth:`Committer.count_unfetched`: reason ``robots`` or ``blacklisted``).
 7. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
    released, atomically per domain; then the journal entries removed, the finisher's change log
    (``frontier.finish_hints``) and the weights' completion count. A crash anywhere leaves the task to be processed
@@ -246,11 +248,20 @@ class Committer:
         """Pages and items once per canonical URL (``spiders/worker/lua/count.lua``, one call per crawl), mirrored
         into ``crawl:<id>``. Before the acknowledgement: counting is idempotent per URL, so a crash or a lost lease
         after it makes the page's next processing a ``restored`` one, never a page counted twice or not at all."""
+        self._count_tasks([(f.lease.task, f.items, f.failure) for f in batch])
+
+    def count_unfetched(self, tasks: Sequence[Task], reason: str) -> None:
+        """Tasks the politeness step dropped unfetched (``robots``: robots.txt disallows them; ``blacklisted``),
+        counted like failed pages with that reason, once per canonical URL — before their completion is recorded,
+        so the crawl cannot end before they are counted."""
+        self._count_tasks([(task, 0, reason) for task in tasks])
+
+    def _count_tasks(self, counted: Sequence[tuple[Task, int, str]]) -> None:
         args: dict[str, list[Any]] = defaultdict(list)
-        for finished in batch:
-            task = finished.lease.task
-            args[task.crawlid] += [url_fingerprint(task.url).hex(), finished.items, finished.failure,
-                                   "1" if task.depth == 0 else "0"]
+        for task, items, failure in counted:
+            args[task.crawlid] += [url_fingerprint(task.url).hex(), items, failure, "1" if task.depth == 0 else "0"]
+        if not args:
+            return
         # run_scripts: one pipeline on a plain Redis, one call per crawl on a cluster (a cluster pipeline cannot
         # carry scripts; the commit failed there after its push, and its retries pushed the children again)
         added = run_scripts(self.redis, [(self._count_pages, [keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)],

@@ -47,6 +47,7 @@ from frontier.adaptive import AdaptiveDelay, Sample
 from frontier.domain_walk import DomainWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
+from messaging.counts import BLACKLISTED, ROBOTS
 from messaging.outage import OutageLog
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
@@ -110,7 +111,7 @@ class TaskFeed:
         self.adaptive = adaptive  # the shared delays of adaptive sites (frontier.adaptive)
         self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
-        self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
+        self.walk = DomainWalk(self._take_step, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
                                max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
         add_listener = getattr(politeness.rates, "add_listener", None)
         if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
@@ -306,6 +307,15 @@ class TaskFeed:
             self.on_ready()
         return taken
 
+    def _take_step(self, domain: str) -> TakeResult:
+        """:meth:`_take`, with the tasks of a blacklisted domain's dropped queue counted as ``blacklisted`` here (the
+        walk hands the other tasks removed, those robots.txt disallows, to :meth:`_removed`)."""
+        result = self._take(domain)
+        if result.outcome == Outcome.BLACKLISTED and result.removed:
+            self._removed(result.removed, reason=BLACKLISTED)
+            result.removed = []
+        return result
+
     def _take(self, domain: str) -> TakeResult:
         """The politeness step, in batches of up to :data:`TAKE_BATCH` steps per round trip while there is room in
         the prefetch (the walk gets the first lease, the others wait in ``_extra``); through proxies, the per-IP
@@ -378,9 +388,11 @@ class TaskFeed:
             self.on_reserved(token, SendSlot(got.domain, now + max(0.0, got.not_before - got.now), got.slack,
                                              got.hit, ip))
 
-    def _removed(self, tasks: list[Task]) -> None:
-        """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) leave their crawl's counts."""
+    def _removed(self, tasks: list[Task], reason: str = ROBOTS) -> None:
+        """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) are counted by reason in their
+        crawl's exact counts (:mod:`messaging.counts`), then leave its pending counts."""
         if tasks:
+            self.committer.count_unfetched(tasks, reason)
             self.registry.record_completion(self.info.job, tasks)
 
     def _renew(self, now: float) -> None:

@@ -22,8 +22,9 @@ from scrapy import Request
 from twisted.python.failure import Failure
 
 from frontier.politeness import Lease
-from messaging.counts import failure_reason
+from messaging.counts import NOINDEX, failure_reason
 from messaging.tasks import Task
+from spiders.robots_meta import NOINDEX_META
 from spiders.worker.commit import Finished
 from spiders.worker.crawls import CrawlCatalog
 
@@ -89,6 +90,8 @@ class TaskTracker:
         if progress is None or progress.output_done:
             return
         progress.children = self._admitted(progress.task, children)
+        if not progress.failure and _meta(response).get(NOINDEX_META):  # its items were left out: counted so
+            progress.failure = NOINDEX
         revisit = response.meta.get("revisit") if getattr(response, "request", None) is not None else None
         if revisit is not None:
             progress.revisit = {**revisit, "links": len(children)}
@@ -170,3 +173,10 @@ def _reason(failure: Failure) -> str:
     response = getattr(failure.value, "response", None)
     status = getattr(response, "status", None)
     return failure_reason(status=status if isinstance(status, int) else None, error=failure.type.__name__)
+
+
+def _meta(response: Any) -> dict[str, Any]:
+    try:
+        return response.meta or {}
+    except AttributeError:  # a response without a request
+        return {}

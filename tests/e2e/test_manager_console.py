@@ -1,9 +1,13 @@
 """The operator's console in headless Chromium: a crawl watched live without a reload (its page count rises on the
-page), the fleet view, a job's log followed, a site's rate edited on *Sites* and seen in ZooKeeper; no JavaScript
-error in the console on any page. Screenshots go to ``test-artifacts/manager/console-*.png``."""
+page), its export downloaded from its page (JSON lines and CSV) and compared with MongoDB, the fleet view, a job's
+log followed, a site's rate edited on *Sites* and seen in ZooKeeper; no JavaScript error in the console on any page.
+Screenshots go to ``test-artifacts/manager/console-*.png``, the downloaded exports beside them."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -15,7 +19,7 @@ import pytest
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
 from messaging.siteconfig import Rate, SitePaths, read_site
-from tests.e2e.test_manager_pages import CHROMEDRIVER, CHROMIUM, WAIT, _alert, shot
+from tests.e2e.test_manager_pages import ARTIFACTS, CHROMEDRIVER, CHROMIUM, WAIT, _alert, shot
 from tests.integration.test_manager_api import ManagerProcess
 from tests.plugins.services import Processes
 
@@ -24,7 +28,12 @@ SLOW = Rate(2, 1)  # two pages a second on the demo site: the crawl lasts long e
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
+def downloads(tmp_path: Path) -> Path:
+    return tmp_path / "downloads"
+
+
+@pytest.fixture
+def browser(downloads: Path) -> Iterator[Any]:
     if not (CHROMIUM and CHROMEDRIVER):
         pytest.fail("Debian's chromium and chromium-driver are needed (make test installs them)")
     from selenium import webdriver
@@ -38,7 +47,11 @@ def browser() -> Iterator[Any]:
                  "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1500,1000"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    downloads.mkdir(parents=True, exist_ok=True)  # a download link saves there, without a dialog
+    options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
+                                              "download.prompt_for_download": False})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
     driver.set_page_load_timeout(60)
     try:
         yield driver
@@ -51,8 +64,14 @@ def console_errors(browser: Any) -> list[str]:
     return [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
 
 
-def test_watch_a_crawl_follow_a_log_and_edit_a_site(fleet: Any, procs: Processes, tmp_path: Path,
-                                                    browser: Any) -> None:
+def downloaded(downloads: Path, name: str) -> Path | None:
+    """The file once its download is complete (Chromium writes ``<name>.crdownload`` until then)."""
+    path = downloads / name
+    return path if path.exists() and not (downloads / f"{name}.crdownload").exists() else None
+
+
+def test_watch_a_crawl_export_it_follow_a_log_and_edit_a_site(fleet: Any, procs: Processes, tmp_path: Path,
+                                                              browser: Any, downloads: Path) -> None:
     from selenium.webdriver.common.by import By
 
     fleet.start(redis_monitor=True, rate=SLOW)
@@ -85,6 +104,30 @@ def test_watch_a_crawl_follow_a_log_and_edit_a_site(fleet: Any, procs: Processes
              "the progress chart's total")
     assert browser.execute_script("return window.notReloaded === true")
     shot(browser, "console-1-crawl-live")
+    errors += console_errors(browser)
+
+    # its export, downloaded from its page once it finished, holds what MongoDB holds (JSON lines and CSV)
+    wait_for(lambda: find(By.ID, "crawl-state").text == "finished", WAIT * 2, "the crawl finished, on its page",
+             interval=0.5)
+    assert browser.execute_script("return window.notReloaded === true")
+    stored = sorted((str(doc["_id"]), doc["url"]) for doc in fleet.cf.mongo()["watched"].find({}, {"url": 1}))
+    assert len(stored) >= 3 and int(find(By.ID, "crawl-items").text) == len(stored)
+    for format in ("jsonl", "csv"):
+        link = find(By.ID, f"export-{format}")
+        assert link.get_attribute("href") == f"{manager.url}/api/crawls/watched/export?format={format}"
+        link.click()
+        path = wait_for(lambda format=format: downloaded(downloads, f"watched.{format}"), 30,
+                        f"the {format} export downloaded", interval=0.2)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, ARTIFACTS / f"console-export-watched.{format}")
+        text = path.read_text("utf-8-sig")
+        if format == "jsonl":
+            rows = [json.loads(line) for line in text.splitlines()]
+        else:
+            rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        assert sorted((row["_id"], row["url"]) for row in rows) == stored, format  # same items, same count
+        assert all(row["crawlid"] == "watched" for row in rows)
+    shot(browser, "console-1b-crawl-exported")
     errors += console_errors(browser)
 
     # the fleet: the manager's worker, alive, with its host and usage

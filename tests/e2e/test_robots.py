@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from deploy.demoweb.robotsweb import META_NEVER_FETCHED, META_PAGES, PLAIN_PAGES, robots_hosts
+from deploy.demoweb.robotsweb import MEMBERS, META_NEVER_FETCHED, META_PAGES, PLAIN_PAGES, robots_hosts
 from deploy.demoweb.router import STATS_PATH
 from deploy.demoweb.runner import fetch
 from deploy.procs import wait_for
@@ -48,7 +48,7 @@ def test_robots_txt_and_robots_meta_as_site_owners_mean_them(fleet: Any) -> None
     crawls = {"moved": "robots-moved", "away": "robots-away", "down": "robots-down", "groups": "robots-groups",
               "meta": "robots-meta", "huge": "robots-huge", "loop": "robots-loop"}
     fleet.submit(*(crawl(kind, crawlid, fleet) for kind, crawlid in crawls.items()))
-    fleet.wait_finished(list(crawls.values()), CRAWL_TIMEOUT)
+    events = fleet.wait_finished(list(crawls.values()), CRAWL_TIMEOUT)
 
     # A robots.txt that redirects (on the host, or three hops across hosts) to "Disallow: /": no page fetched.
     assert paths(fleet, "moved", before["moved"]) == ["/robots.txt", "/policies/robots.txt"]
@@ -101,6 +101,15 @@ def test_robots_txt_and_robots_meta_as_site_owners_mean_them(fleet: Any) -> None
     noindex = sum(not page[3] for path, page in META_PAGES.items() if path not in META_NEVER_FETCHED)
     counters = Stats(fleet.redis, "crawler")
     wait_for(lambda: counters.value("robots_noindex", "lifetime") >= noindex, 10, f"{noindex} noindex pages counted")
+
+    # Each crawl's exact counts (crawl_finished, the info answer, the crawl page's breakdown): the tasks robots.txt
+    # disallows with reason "robots" (the start URL's, or the /private/ and /members/ links), the pages noindex
+    # kept out with reason "noindex", nothing else
+    assert {crawlid: events[crawlid]["failures"] for crawlid in crawls.values()} == {
+        "robots-moved": {"robots": 1}, "robots-away": {"robots": 1}, "robots-down": {"robots": MEMBERS},
+        "robots-groups": {"robots": MEMBERS}, "robots-huge": {"robots": MEMBERS}, "robots-loop": {},
+        "robots-meta": {"noindex": noindex}}
+    assert events["robots-moved"]["start_failure"] == "robots" and events["robots-meta"]["start_failure"] is None
 
 
 def test_a_slow_robots_txt_is_fetched_once_by_every_worker_together(fleet: Any) -> None:

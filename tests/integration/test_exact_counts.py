@@ -7,14 +7,22 @@ from typing import Any
 
 import pytest
 
+from frontier.config_watch import StaticSiteConfig
+from frontier.politeness import Politeness
+from frontier.registry import WorkerInfo, WorkerRegistry
+from manager.console_data import reason_rows
 from master.finisher import Finisher
 from messaging import keys
 from messaging.clock import RedisClock
-from messaging.counts import read_counts
+from messaging.counts import BLACKLISTED, NOINDEX, ROBOTS, read_counts
 from messaging.redis_monitor.plugins import Context
 from messaging.redis_monitor.plugins.info import InfoPlugin
+from messaging.siteconfig import Rate, SiteConfig
 from messaging.tasks import CrawlFields, CrawlState, Task
-from spiders.worker.commit import Finished
+from spiders.dupefilter import BloomDupeFilter
+from spiders.worker.commit import Committer, Finished
+from spiders.worker.crawls import CrawlCatalog
+from spiders.worker.feed import FeedConfig, TaskFeed
 from tests.integration.test_worker_feed import CRAWL, lease_one, start_crawl, worker_parts
 
 pytestmark = pytest.mark.integration
@@ -196,3 +204,59 @@ def test_a_commit_interrupted_inside_the_bloom_step_pushes_every_child_on_its_re
     result = committer.commit([finished], RedisClock(redis).now())
     assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == sorted(c.url for c in children)
     assert result.repushed == 4
+
+
+class _DisallowPrivate:
+    """robots.txt's verdict as the robots cache gives it (``frontier.robots_cache.RobotsCache.allowed``): this site
+    disallows ``/private/``. The cache itself is tested on a real site (test_robots_cache, e2e test_robots)."""
+
+    def allowed(self, url: str, user_agent: str) -> bool:
+        return "/private/" not in url
+
+    def pending_wait(self, url: str) -> float:
+        return 1.0
+
+    def crawl_delay(self, domain: str, user_agent: str) -> float | None:
+        return None
+
+
+def _queue(politeness: Politeness, task: Task) -> None:
+    politeness.redis.sadd(keys.job_domains(politeness.job), task.domain)
+    politeness.redis.zadd(keys.queue(politeness.job, task.domain), {task.encode(): 0})
+    politeness.redis.hincrby(keys.pending_domain(task.domain), task.crawlid, 1)
+
+
+def test_pages_left_out_are_counted_by_reason_and_shown_on_the_crawl_page(cf: Any) -> None:
+    """robots (dropped unfetched by the worker's politeness step), blacklisted (the domain's queue dropped),
+    noindex (a page whose items were left out), errors, dropped items: in the exact counts, then on the page."""
+    redis = cf.redis()
+    start = start_crawl(redis, "http://site.test/")
+    _drain(redis)
+    rates = StaticSiteConfig(Rate(10_000, 60), {"bad.test": SiteConfig(blacklisted=True)})
+    politeness = Politeness(redis, "job-r", "list", "10.0.0.1", rates, robots=_DisallowPrivate())
+    catalog = CrawlCatalog(redis, refresh_seconds=0.2)
+    committer = Committer(redis, politeness, BloomDupeFilter(redis, cf.settings), catalog)
+    feed = TaskFeed(WorkerInfo("job-r", "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis), catalog,
+                    committer, FeedConfig(prefetch=8))
+    feed.register()
+    private = [start.child(f"http://site.test/private/{n}") for n in range(2)]
+    for task in [*private, start.child("http://site.test/open"), start.child("http://bad.test/x")]:
+        _queue(politeness, task)
+    taken = [feed.walk.poll(), feed.walk.poll()]
+    assert [r.lease.task.url for r in taken if r is not None and r.lease] == ["http://site.test/open"]
+    # the same disallowed URL dropped again (queued twice, e.g. by a re-delivered parent): counted once
+    redis.hincrby(keys.pending_domain("site.test"), CRAWL, 1)
+    feed._removed([private[0]])
+    _commit(cf, "job-a", [(start, 0, NOINDEX), (start.child("http://site.test/gone"), 0, "HTTP 404")])
+    redis.hset(keys.crawl_reasons(CRAWL), mapping={"dropped: DropItem": 3, "HTTP 404": 1})
+    counts = read_counts(redis, CRAWL)
+    assert counts.failures == {ROBOTS: 2, BLACKLISTED: 1, NOINDEX: 1, "HTTP 404": 1}, counts
+    assert (counts.pages, counts.restored, counts.start_failure) == (5, 1, NOINDEX)  # /open is not done yet
+    assert int(redis.hget(keys.crawl(CRAWL), CrawlFields.PAGES)) == 5  # mirrored
+    # the tasks dropped unfetched left the crawl's pending counts (the crawl can finish); /open is still leased
+    assert int(redis.hget(keys.pending_domain("site.test"), CRAWL)) == 1
+    assert int(redis.hget(keys.pending_domain("bad.test"), CRAWL) or 0) == 0
+    rows = {row["reason"]: row["count"] for row in reason_rows(redis, CRAWL)}
+    assert rows[ROBOTS] == 2 and rows[NOINDEX] == 1 and rows[BLACKLISTED] == 1
+    assert rows["dropped"] == 3 and rows["dropped: DropItem"] == 3
+    assert rows["errors"] == 1 and rows["HTTP 404"] == 1  # from the exact counts, not the tally beside them

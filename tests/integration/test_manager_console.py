@@ -41,6 +41,9 @@ def test_a_crawls_page_and_an_unknown_crawl(cf: Isolated, procs: Processes, tmp_
     cf.mongo()["shown"].insert_many([{"url": f"http://a.test/{n}", "title": f"t{n}", "status": 200 if n % 3 else 404,
                                       "fetched_at": f"2026-11-24T07:{n // 10:02d}:00Z", "body": {"n": n}}
                                      for n in range(60)])
+    # the exact counts (messaging.counts) and the workers' tally of dropped items
+    redis.hset(keys.crawl_totals("shown"), mapping={"pages": 66, "items": 40, "failed:HTTP 404": 20,
+                                                    "failed:robots": 4, "failed:noindex": 2})
     redis.hset(keys.crawl_reasons("shown"), mapping={"HTTP 404": 20, "dropped: DropItem": 3})
     manager = ManagerProcess(procs, cf.env, tmp_path / "m").start()
     page = requests.get(f"{manager.url}/crawls/shown", timeout=30)
@@ -48,6 +51,8 @@ def test_a_crawls_page_and_an_unknown_crawl(cf: Isolated, procs: Processes, tmp_
     assert "<td>200</td><td>40</td>" in page.text and "<td>404</td><td>20</td>" in page.text
     assert "page 1 of 3" in page.text and 'id="next"' in page.text
     assert "<td>HTTP 404</td><td>20</td>" in page.text and "<td>dropped: DropItem</td><td>3</td>" in page.text
+    for reason, count in (("robots", 4), ("noindex", 2), ("dropped", 3), ("errors", 20)):
+        assert f'<tr data-reason="{reason}"><td>{reason}</td><td>{count}</td>' in page.text, reason
     assert "/api/crawls/shown/export?format=jsonl" in page.text and "format=csv" in page.text
     assert 'data-confirm="Stop crawl shown?' in page.text
     assert '"total": 60' in page.text  # the progress chart's last point

@@ -149,3 +149,39 @@ def test_link_xpaths_must_give_links(xpath: str, ok: bool) -> None:
         return
     with pytest.raises(Rejected, match=r"is not an XPath that selects links: it gives a (number|boolean), not links"):
         parse_request({**BASE, "spider_type": "list", "rule": rule})
+
+
+class _Catalog:
+    def get(self, crawlid: str) -> Any:
+        return None
+
+
+class _RequestMaker:
+    def request_for(self, task: Task, crawl: Any) -> Request:
+        return Request(task.url)
+
+
+@pytest.mark.parametrize("meta, reason", [('<meta name="robots" content="noindex">', "noindex"), ("", "")])
+def test_a_noindex_page_is_counted_with_its_reason(meta: str, reason: str) -> None:
+    """The spider marks the response whose items noindex left out; the task tracker finishes that task with the
+    reason ``noindex`` (the crawl's exact counts count it so: messaging.counts)."""
+    from frontier.politeness import Lease
+    from spiders.robots_meta import NOINDEX_META
+    from spiders.worker.tracker import TaskTracker
+
+    task = Task(url="http://site.test/p.html", crawlid="c", spider_type="universal", callback="rule:0")
+    finished: list[Any] = []
+    tracker = TaskTracker(_RequestMaker(), _Catalog(), lambda url: True, finished.append)
+    request = tracker.start(Lease("site.test", task.encode(), 0.0))
+    response = page(meta)
+    response.request = request
+    spider = UniversalSpider()
+    spider.fleet_catalog = Catalog(CrawlInfo(crawlid="c", url="http://site.test/", rule=EXTRACT))
+    out = list(spider.parse_task(response))
+    assert bool(response.meta.get(NOINDEX_META)) == bool(reason)
+    items = [o for o in out if isinstance(o, dict)]
+    for _ in items:
+        tracker.item_produced(response)
+        tracker.item_settled(response, stored=True)
+    tracker.output_done(response, [])
+    assert [(f.failure, f.items) for f in finished] == [(reason, len(items))]
