@@ -19,11 +19,10 @@ import json
 import os
 import random
 import shutil
-import subprocess
 from pathlib import Path
 
-from bench.crawl_site import MIME_TYPES, NGINX, write_hosts_file
-from deploy.procs import free_port, pid_alive, port_free, port_open, spawn, stop_pid, wait_for
+from bench.crawl_site import MIME_TYPES, NginxServer, require_nginx, write_hosts_file
+from deploy.procs import free_port, port_free, port_open
 
 DOMAIN = "broad.test"
 ROBOTS_TXT = "User-agent: *\nAllow: /\n"
@@ -65,19 +64,15 @@ def page_html(page: int, hosts: int, port: int, links: list[int]) -> str:
             f"<ul>{anchors}</ul></body></html>")
 
 
-class BroadSite:
+class BroadSite(NginxServer):
     """nginx serving the generated pages (the interface of :class:`bench.crawl_site.StaticSite`)."""
 
     def __init__(self, run_dir: Path, hosts: int, pages: int) -> None:
         if hosts < 2 or pages < hosts:
             raise ValueError("at least 2 hosts and one page per host")
-        self.run_dir = run_dir
+        super().__init__(run_dir)
         self.hosts = hosts
         self.pages = pages
-        self.hosts_file = run_dir / "hosts"
-        self.access_log = run_dir / "nginx-access.log"
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
         self.root = run_dir / "pages"
         self.sites = [host_name(i) for i in range(hosts)]
 
@@ -112,50 +107,22 @@ class BroadSite:
 
     def start(self, timeout: float = 60.0) -> int:
         """Render the pages, start nginx, write the hosts file; returns the number of pages."""
-        if not os.access(NGINX, os.X_OK):
-            raise SystemExit(f"{NGINX} is missing: run `make bench` (deploy/install-bench-deps.sh)")
+        require_nginx()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port(host_ip(0))
         while not all(port_free(self.port, host_ip(i)) for i in range(0, self.hosts, max(1, self.hosts // 50))):
             self.port = free_port(host_ip(0))
         self.render()
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.run_dir / "nginx-temp" / kind).mkdir(parents=True, exist_ok=True)
-        conf = self.run_dir / "nginx.conf"
-        conf.write_text(self.nginx_conf(os.geteuid() == 0))
-        self.access_log.unlink(missing_ok=True)
-        self.proc = spawn([NGINX, "-p", str(self.run_dir), "-c", str(conf)], self.run_dir / "nginx.log")
-        proc = self.proc
-
-        def exited() -> str | None:
-            if proc.poll() is None:
-                return None
-            error_log = self.run_dir / "nginx-error.log"
-            return f"nginx exited with {proc.returncode}: {error_log.read_text()[-800:] if error_log.exists() else ''}"
-
-        wait_for(lambda: port_open(self.port, host_ip(self.hosts - 1)) and port_open(self.port, host_ip(0)),
-                 timeout, f"nginx on port {self.port}", interval=0.05, alive=exited)
+        self._launch(self.nginx_conf(os.geteuid() == 0), ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"),
+                     lambda: port_open(self.port, host_ip(self.hosts - 1)) and port_open(self.port, host_ip(0)),
+                     timeout)
         write_hosts_file(self.hosts_file, "".join(f"{host_ip(i)}\t{host_name(i)}\n" for i in range(self.hosts)))
         (self.run_dir / "site.json").write_text(json.dumps({"hosts": self.hosts, "pages": self.pages,
                                                             "port": self.port}))
         return self.pages
 
-    def stop(self) -> None:
-        if self.proc is not None and pid_alive(self.proc.pid):
-            stop_pid(self.proc.pid)
-        self.proc = None
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError("nginx is not running")
-        return self.proc.pid
-
     def start_url(self) -> str:
         return f"http://{host_name(0)}:{self.port}/p/0.html"
-
-    def log_offset(self) -> int:
-        return self.access_log.stat().st_size if self.access_log.exists() else 0
 
     def expected(self) -> dict[str, list[str]]:
         paths: dict[str, list[str]] = {host_name(i): [] for i in range(self.hosts)}

@@ -25,7 +25,7 @@ import os
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,18 +161,63 @@ def nginx_conf(sites: Iterable[Site], port: int, cache_root: Path, run_dir: Path
     )
 
 
-class StaticSite:
-    """nginx serving the rendered sites: ``start()`` / ``stop()`` by PID; ``hosts_file`` maps the names."""
+def require_nginx() -> None:
+    if not os.access(NGINX, os.X_OK):
+        raise SystemExit(f"{NGINX} is missing: run `make bench` (deploy/install-bench-deps.sh) or "
+                         "`apt-get install -y nginx-light`")
 
-    def __init__(self, run_dir: Path, articles: int, seed: str = DEFAULT_SEED) -> None:
+
+class NginxServer:
+    """Debian's nginx serving a generated site from ``run_dir``: launched, stopped by PID, its access log read."""
+
+    def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.sites = bench_sites(articles, seed)
-        self.articles = articles
-        self.seed = seed
         self.hosts_file = run_dir / "hosts"
         self.access_log = run_dir / "nginx-access.log"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+
+    def _launch(self, conf_text: str, temp_dirs: Iterable[str], ready: Callable[[], bool], timeout: float) -> None:
+        """Write the config, start nginx and wait until ``ready`` (or say why nginx exited)."""
+        for sub in temp_dirs:
+            (self.run_dir / "nginx-temp" / sub).mkdir(parents=True, exist_ok=True)
+        conf = self.run_dir / "nginx.conf"
+        conf.write_text(conf_text)
+        self.access_log.unlink(missing_ok=True)
+        self.proc = spawn([NGINX, "-p", str(self.run_dir), "-c", str(conf)], self.run_dir / "nginx.log")
+        proc = self.proc
+
+        def exited() -> str | None:
+            if proc.poll() is None:
+                return None
+            error_log = self.run_dir / "nginx-error.log"
+            return f"nginx exited with {proc.returncode}: {error_log.read_text()[-800:] if error_log.exists() else ''}"
+
+        wait_for(ready, timeout, f"nginx on port {self.port}", interval=0.05, alive=exited)
+
+    def stop(self) -> None:
+        if self.proc is not None and pid_alive(self.proc.pid):
+            stop_pid(self.proc.pid)
+        self.proc = None
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError("nginx is not running")
+        return self.proc.pid
+
+    def log_offset(self) -> int:
+        return self.access_log.stat().st_size if self.access_log.exists() else 0
+
+
+class StaticSite(NginxServer):
+    """nginx serving the rendered sites: ``start()`` / ``stop()`` by PID; ``hosts_file`` maps the names."""
+
+    def __init__(self, run_dir: Path, articles: int, seed: str = DEFAULT_SEED) -> None:
+        super().__init__(run_dir)
+        self.sites = bench_sites(articles, seed)
+        self.articles = articles
+        self.seed = seed
 
     def _port(self, cache_root: Path) -> int:
         """The cached pages' port when it is still free on every site address (their links carry it), else a new one."""
@@ -186,48 +231,19 @@ class StaticSite:
 
     def start(self, timeout: float = 30.0) -> int:
         """Render (or reuse) the pages, start nginx, write the hosts file; returns the number of pages on disk."""
-        if not os.access(NGINX, os.X_OK):
-            raise SystemExit(f"{NGINX} is missing: run `make bench` (deploy/install-bench-deps.sh) or "
-                             "`apt-get install -y nginx-light`")
+        require_nginx()
         cache_root = self.run_dir / "site-cache" / f"{self.articles}-{self.seed}"
         self.port = self._port(cache_root)
         cache = SiteCache(cache_root, self.articles, self.seed, self.port)
         pages = render_site_cache(cache, self.sites)
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.run_dir / "nginx-temp" / sub).mkdir(parents=True, exist_ok=True)
-        conf = self.run_dir / "nginx.conf"
-        conf.write_text(nginx_conf(self.sites, self.port, cache_root, self.run_dir, os.geteuid() == 0))
-        self.access_log.unlink(missing_ok=True)
-        self.proc = spawn([NGINX, "-p", str(self.run_dir), "-c", str(conf)], self.run_dir / "nginx.log")
-        proc = self.proc
-
-        def exited() -> str | None:
-            if proc.poll() is None:
-                return None
-            error_log = self.run_dir / "nginx-error.log"
-            return f"nginx exited with {proc.returncode}: {error_log.read_text()[-800:] if error_log.exists() else ''}"
-
-        wait_for(lambda: all(port_open(self.port, site.ip) for site in self.sites), timeout,
-                 f"nginx on port {self.port}", interval=0.05, alive=exited)
+        self._launch(nginx_conf(self.sites, self.port, cache_root, self.run_dir, os.geteuid() == 0),
+                     ("body", "proxy", "fastcgi", "uwsgi", "scgi"),
+                     lambda: all(port_open(self.port, site.ip) for site in self.sites), timeout)
         write_hosts_file(self.hosts_file, hosts_file_text(self.sites, self.port))
         return pages
 
-    def stop(self) -> None:
-        if self.proc is not None and pid_alive(self.proc.pid):
-            stop_pid(self.proc.pid)
-        self.proc = None
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError("nginx is not running")
-        return self.proc.pid
-
     def url(self, site: Site, path: str = "/") -> str:
         return f"http://{site.name}:{self.port}{path}"
-
-    def log_offset(self) -> int:
-        return self.access_log.stat().st_size if self.access_log.exists() else 0
 
     def expected(self) -> dict[str, list[str]]:
         return {site.name: crawled_paths(site) for site in self.sites}
