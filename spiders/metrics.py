@@ -31,7 +31,7 @@ from messaging import keys
 from messaging.clients import redis_client
 from messaging.domains import domain_of
 from messaging.metrics import MetricsEndpoint, serve_metrics
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 
 logger = logging.getLogger(__name__)
 MODULE = "crawler"

@@ -34,7 +34,7 @@ from frontier.politeness import _script, retry_after_seconds
 from messaging import keys
 from messaging.clients import redis_client
 from messaging.domains import domain_of
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.signals import domain_blocked
 
 logger = logging.getLogger(__name__)

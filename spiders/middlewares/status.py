@@ -29,7 +29,7 @@ from twisted.internet.threads import deferToThread
 
 from messaging.clients import redis_client
 from messaging.stats import BufferedStats, Stats
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 
 STATS_MODULE = "crawler"
 ERROR = "error"

@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 from messaging import clients
 from messaging.stats import BufferedStats, Stats
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 
 ITEM_PIPELINES = {
     "spiders.pipelines.clean.CleanPipeline": 300,

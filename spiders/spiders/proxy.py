@@ -56,7 +56,7 @@ class ProxySpider(scrapy.Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> ProxySpider:
-        from spiders.dupefilter import crawlfleet_settings
+        from spiders.fleet_settings import crawlfleet_settings
 
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = crawlfleet_settings(crawler.settings)

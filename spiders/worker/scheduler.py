@@ -54,7 +54,8 @@ from messaging.identity import worker_ip
 from messaging.siteconfig import SitePaths
 from messaging.stats import BufferedStats, Stats
 from spiders import signals as fleet_signals
-from spiders.dupefilter import BloomDupeFilter, crawlfleet_settings
+from spiders.dupefilter import BloomDupeFilter
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.feed import FeedConfig, SendSlot, TaskFeed, default_job_id
