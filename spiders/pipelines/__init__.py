@@ -1,4 +1,4 @@
-"""Item pipelines (seed 4.3.1.4), in this order::
+"""Item pipelines (seed 4.3.1.4), in this order (the fleet's add-on, :mod:`spiders.addon`, plugs them in)::
 
     ITEM_PIPELINES = {
         "spiders.pipelines.clean.CleanPipeline": 300,      # tidy text fields, drop items missing required fields
@@ -24,14 +24,6 @@ from weakref import WeakKeyDictionary
 from messaging import clients
 from messaging.stats import BufferedStats, Stats
 from spiders.fleet_settings import crawlfleet_settings
-
-ITEM_PIPELINES = {
-    "spiders.pipelines.clean.CleanPipeline": 300,
-    "spiders.pipelines.pagework.PageWorkPipeline": 340,
-    "spiders.pipelines.metadata.MetadataPipeline": 350,
-    "spiders.pipelines.extract.ExtractPipeline": 400,
-    "spiders.pipelines.mongo.MongoPipeline": 900,
-}
 
 _COUNTERS: WeakKeyDictionary[Any, BufferedStats] = WeakKeyDictionary()
 

@@ -39,7 +39,7 @@ from scrapy.utils.test import get_crawler
 from twisted.internet import task
 from w3lib.url import canonicalize_url
 
-from spiders.pipelines import ITEM_PIPELINES
+from spiders.addon import ITEM_PIPELINES
 from spiders.signals import storage_backlog
 
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="LOG %(name)s %(levelname)s %(message)s")
