@@ -34,7 +34,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from frontier.bloom import BloomFilter, BloomSpec, crawl_namespace, open_filter
 from frontier.bloom.fingerprint import request_fingerprint, url_fingerprint
 from frontier.bloom.sizing import shard_count
-from messaging import clients
+from messaging import clients, modules
 from messaging.settings import Settings
 from messaging.stats import Stats
 from spiders.fleet_settings import crawlfleet_settings
@@ -71,7 +71,7 @@ class BloomDupeFilter(BaseDupeFilter):
             logger.warning(IGNORED_FINGERPRINTER, crawler.settings.get("REQUEST_FINGERPRINTER_CLASS"))
         settings = crawlfleet_settings(crawler.settings)
         redis = clients.redis_client(settings)
-        return cls(redis, settings, stats=crawler.stats, counters=Stats(redis, "crawler"),
+        return cls(redis, settings, stats=crawler.stats, counters=Stats(redis, modules.CRAWLER),
                    debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
 
     @classmethod
@@ -79,7 +79,7 @@ class BloomDupeFilter(BaseDupeFilter):
         """Without a crawler (no Scrapy stats): from Scrapy settings, a crawlfleet Settings, or the environment."""
         resolved = settings if isinstance(settings, Settings) else crawlfleet_settings(settings)
         redis = clients.redis_client(resolved)
-        return cls(redis, resolved, counters=Stats(redis, "crawler"))
+        return cls(redis, resolved, counters=Stats(redis, modules.CRAWLER))
 
     # --- scopes --------------------------------------------------------------------------------------------------
     def namespace(self, meta: Mapping[str, Any]) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from messaging import clients
+from messaging import clients, modules
 from messaging.stats import BufferedStats, Stats
 from spiders.fleet_settings import crawlfleet_settings
 
@@ -36,7 +36,7 @@ def cluster_counters(crawler: Any) -> BufferedStats:
     counters = _COUNTERS.get(crawler)
     if counters is None:
         redis = clients.redis_client(crawlfleet_settings(crawler.settings))
-        counters = _COUNTERS[crawler] = BufferedStats(Stats(redis, "crawler"))
+        counters = _COUNTERS[crawler] = BufferedStats(Stats(redis, modules.CRAWLER))
     return counters
 
 

@@ -44,6 +44,7 @@ from frontier.adaptive import AdaptiveDelay, Sample
 from frontier.domain_walk import DomainWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
+from messaging.settings import default
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
@@ -72,12 +73,14 @@ class SendSlot:
 
 @dataclass
 class FeedConfig:
-    prefetch: int = 32
-    commit_interval: float = 0.2
-    heartbeat_interval: float = 3.0
-    idle_backoff_max: float = 2.0
-    lease_seconds: float = 600.0
-    crawl_refresh: float = 2.0
+    """The feed's tunables; the defaults are the settings registry's (messaging.settings)."""
+
+    prefetch: int = default("CRAWLFLEET_PREFETCH")
+    commit_interval: float = default("CRAWLFLEET_COMMIT_INTERVAL")
+    heartbeat_interval: float = default("CRAWLFLEET_HEARTBEAT_INTERVAL")
+    idle_backoff_max: float = default("CRAWLFLEET_IDLE_BACKOFF_MAX")
+    lease_seconds: float = default("CRAWLFLEET_LEASE_SECONDS")
+    crawl_refresh: float = default("CRAWLFLEET_CRAWL_REFRESH")
 
 
 class TaskFeed:

@@ -40,7 +40,7 @@ def test_each_type_has_its_spider_named_after_it():
 
 
 def test_validation_manager_cli_and_fleet_read_the_registry():
-    assert validation.RULE_FILES == spider_types.rule_files()
+    assert spider_types.rule_files() == validation.RULE_FILES
     assert pages.SPIDER_TYPES == sites.SPIDER_TYPES == local_fleet.SPIDER_TYPES == NAMES
     worker_help = CliRunner().invoke(cli_worker.worker, ["--help"]).output
     up_help = CliRunner().invoke(cli_fleet.up, ["--help"]).output
