@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,7 +173,7 @@ class Schedule:
         return [] if pipe is not None else [_text(code) for code in reply]
 
 
-def schedule_call(by_crawl: dict[str, Sequence[Fetched]], policies: dict[str, RevisitPolicy],
+def schedule_call(by_crawl: Mapping[str, Sequence[Fetched]], policies: dict[str, RevisitPolicy],
                   now: float | None = None) -> tuple[list[str], list[Any]]:
     script_keys = [keys.REVISIT_CRAWLS]
     args: list[Any] = ["" if now is None else repr(float(now)), len(by_crawl)]

@@ -272,8 +272,9 @@ class Dispatcher:
         return result
 
     def _letter(self, member: str, task: dict[str, Any], problem: Unplaceable, now: float) -> DeadLetter:
-        crawlid = task.get("crawlid") if isinstance(task.get("crawlid"), str) else ""
-        userid = task.get("userid") if isinstance(task.get("userid"), str) else ""
+        crawlid, userid = task.get("crawlid"), task.get("userid")
+        crawlid = crawlid if isinstance(crawlid, str) else ""
+        userid = userid if isinstance(userid, str) else ""
         logger.warning("dead-lettering a task the dispatcher cannot place (%s): %s", problem, member[:200])
         return DeadLetter(member, crawlid, dead_letter_record(member, str(problem), crawlid, userid, now,
                                                               path=problem.path))

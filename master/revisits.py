@@ -92,4 +92,4 @@ class RevisitMover:
                         for v in self.redis.hmget(keys.crawl(crawlid), [CrawlFields.STATE, CrawlFields.UNTIL]))
         if state != CrawlState.RUNNING:
             return True
-        return bool(until) and now >= float(until)
+        return until is not None and until != "" and now >= float(until)

@@ -266,7 +266,7 @@ class BloomFilter:
     def _now_arg(self) -> str:
         return "" if self._now_ms is None else str(int(self._now_ms()))
 
-    def _pipelined(self, script: Any, calls: list[tuple[str, ...]]) -> list[Any]:
+    def _pipelined(self, script: Any, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
         """One EVALSHA per shard, in one pipeline; scripts missing on a node are loaded and those calls re-run."""
         pipe = self.redis.pipeline(transaction=False)
         for meta, *args in calls:

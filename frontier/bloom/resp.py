@@ -28,7 +28,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -115,7 +115,8 @@ def pack_commands(keys: Sequence[str], verb: bytes, value: bytes | None, values:
     out: list[bytes] = []
     for c, (key, total) in enumerate(zip(keys, table.sum(axis=0).tolist(), strict=True)):
         name = key.encode()
-        pieces = [b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%s\r\n" % (2 + per_op * total, len(name), name)]
+        pieces: list[bytes | memoryview] = [
+            b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%s\r\n" % (2 + per_op * total, len(name), name)]
         for count in present:
             if sizes[count][c]:
                 blob, size = blobs[count]
@@ -174,7 +175,7 @@ class Window:
                 channel = raw_channel(connection) if raw else None
                 if channel is not None:
                     sock, reader = channel
-                    replies_read = read_bit_replies(sock, [self.sizes[i] for i in indexes[:raw]], reader)
+                    replies_read = read_bit_replies(sock, [cast(int, self.sizes[i]) for i in indexes[:raw]], reader)
                     for i, reply in zip(indexes, replies_read, strict=False):
                         replies[i] = reply
                     indexes = indexes[raw:]

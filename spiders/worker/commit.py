@@ -125,8 +125,8 @@ class Committer:
             for url in [task.url, *finished.marks]:
                 by_namespace[namespace].append((url_fingerprint(url), None, False))
             forced = id(finished) in redelivered
-            for child in finished.children:
-                by_namespace[namespace].append((url_fingerprint(child.url), child, forced))
+            for kid in finished.children:
+                by_namespace[namespace].append((url_fingerprint(kid.url), kid, forced))
         new: list[Task] = []
         for namespace, entries in by_namespace.items():
             unique = list(dict.fromkeys(fp for fp, _, _ in entries))

@@ -285,6 +285,7 @@ class TaskFeed:
                 return self._first(results)
             if closest is None or results[0].wait < closest.wait:
                 closest = results[0]
+        assert closest is not None  # candidates is not empty: every try was throttled, one is the closest
         closest.removed = removed
         return closest
 
@@ -315,7 +316,7 @@ class TaskFeed:
 
     def _reserve_some(self) -> None:
         """Answer the scheduler's reserve() calls, all that wait, in one round trip."""
-        wanted = []
+        wanted: list[tuple[Any, str, str, str | None]] = []
         while len(wanted) < COMMIT_BATCH:
             try:
                 wanted.append(self._reserve_wanted.get_nowait())
