@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from frontier.registry import WorkerRegistry, queue_depths
 from messaging import keys, modules
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.clock import RedisClock
 from messaging.tasks import CrawlFields
 
@@ -29,7 +29,7 @@ WORKER_LABELS = ["job", "spider_type", "host"]
 
 
 class ClusterCollector:
-    def __init__(self, redis: Any, heartbeat_ttl: float, cache_seconds: float = 5.0,
+    def __init__(self, redis: RedisClient, heartbeat_ttl: float, cache_seconds: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.redis = redis
         self.heartbeat_ttl = heartbeat_ttl

@@ -52,7 +52,7 @@ from frontier.config_watch import SiteRates
 from frontier.lua import LUA, PACE_LUA, PENDING_LUA
 from frontier.robots_cache import RobotsCache
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.clock import LUA_NOW_MICROSECONDS, RedisClock
 from messaging.domains import domain_of
 from messaging.scripts import lua_source, run_scripts
@@ -129,7 +129,7 @@ PENDING_SCRIPTS = frozenset({"complete"})  # these take tasks out of a crawl's p
 PACED_SCRIPTS = frozenset({"take", "reserve"})  # these space hits (lua/pace.lua)
 
 
-def _script(redis: Any, name: str) -> Any:
+def _script(redis: RedisClient, name: str) -> Any:
     return redis.register_script(_source(name))
 
 
@@ -145,7 +145,7 @@ def _now_arg(now: float | None) -> str:
 
 
 
-def block_domain(redis: Any, domain: str, seconds: float, now: float | None = None, *,
+def block_domain(redis: RedisClient, domain: str, seconds: float, now: float | None = None, *,
                  script: Any = None) -> float:
     """Hold every worker of the cluster off ``domain`` for ``seconds`` (``block:{<domain>}``, only ever extended;
     the politeness step refuses the domain until it ends); returns when the block ends (Redis time, seconds).
@@ -176,7 +176,7 @@ class Politeness:
 
     def __init__(
         self,
-        redis: Any,
+        redis: RedisClient,
         job: str,
         spider_type: str,
         ip: str,

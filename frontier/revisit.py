@@ -59,6 +59,7 @@ from typing import Any
 
 from frontier.lua import LUA
 from messaging import keys
+from messaging.clients import RedisClient
 from messaging.regexes import compile_user_regex
 from messaging.scripts import LUA as MESSAGING_LUA
 from messaging.scripts import lua_source
@@ -154,7 +155,7 @@ def revisit_task(state: dict[str, Any], generation: int) -> Task:
 class Schedule:
     """The worker's side: record fetched pages in their crawls' schedules, one Lua call per commit batch."""
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
         self._script = redis.register_script(SCHEDULE_LUA)
 
@@ -188,12 +189,12 @@ def schedule_call(by_crawl: Mapping[str, Sequence[Fetched]], policies: dict[str,
     return script_keys, args
 
 
-def has_schedule(redis: Any, crawlid: str) -> bool:
+def has_schedule(redis: RedisClient, crawlid: str) -> bool:
     """Whether the crawl revisits pages (the finisher keeps such a crawl running)."""
     return bool(redis.sismember(keys.REVISIT_CRAWLS, crawlid))
 
 
-def read_states(redis: Any, crawlid: str, urls: Sequence[str]) -> list[dict[str, Any] | None]:
+def read_states(redis: RedisClient, crawlid: str, urls: Sequence[str]) -> list[dict[str, Any] | None]:
     if not urls:
         return []
     return [json.loads(raw) if raw else None for raw in redis.hmget(keys.revisit_state(crawlid), list(urls))]

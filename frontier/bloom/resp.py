@@ -34,6 +34,8 @@ import numpy as np
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import InvalidResponse, ResponseError
 
+from messaging.clients import RedisClient
+
 _POW10 = np.array([10**i for i in range(1, 10)], dtype=np.uint32)
 log = logging.getLogger(__name__)
 _TENS = np.array([48 + i // 10 for i in range(100)], dtype=np.uint8)  # the characters of 00 … 99
@@ -137,8 +139,8 @@ _SKIP = command(b"CLIENT", b"REPLY", b"SKIP")
 class Window:
     """Packed commands sent as they come, one held connection per Redis node; replies read at :meth:`collect`."""
 
-    def __init__(self, redis: Any) -> None:
-        self.redis = redis
+    def __init__(self, redis: RedisClient) -> None:
+        self.redis: Any = redis  # Redis or RedisCluster, told apart by what they can do (below)
         self.cluster = hasattr(redis, "get_node_from_key")
         self.commands: list[tuple[str, bytes]] = []
         self.sizes: list[int | None] = []
@@ -217,8 +219,8 @@ class QuietLine:
     _lines: weakref.WeakKeyDictionary[Any, tuple[threading.Lock, list[Any]]] = weakref.WeakKeyDictionary()
     _guard = threading.Lock()
 
-    def __init__(self, redis: Any) -> None:
-        self.redis = redis
+    def __init__(self, redis: RedisClient) -> None:
+        self.redis: Any = redis  # Redis or RedisCluster, told apart by what they can do (below)
         self.cluster = hasattr(redis, "get_node_from_key")
         self.pools: dict[int, Any] = {}  # the pools written to, for barrier()
 
@@ -404,14 +406,14 @@ def _cells(buf: bytearray, pos: int, size: int) -> np.ndarray:
     return cells[:, 1] - np.uint8(ord("0"))
 
 
-def send(redis: Any, commands: Sequence[tuple[str, bytes]], sizes: Sequence[int] | None = None) -> list[Any]:
+def send(redis: RedisClient, commands: Sequence[tuple[str, bytes]], sizes: Sequence[int] | None = None) -> list[Any]:
     """Send packed commands (key, RESP) pipelined, one connection per node; replies in order (errors as values)."""
     window = Window(redis)
     window.send(commands, sizes)
     return window.collect()
 
 
-def _node_pool(redis: Any, key: str) -> Any:
+def _node_pool(redis: Any, key: str) -> Any:  # a RedisCluster's
     node = redis.get_node_from_key(key)
     client = node.redis_connection or redis.get_redis_connection(node)
     return client.connection_pool
