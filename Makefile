@@ -42,9 +42,11 @@ test-unit: venv
 test-integration: install
 	@$(PY) -m pytest -m "integration or e2e" $(PYTEST_ARGS)
 
-# ruff, then the floors (pyproject [tool.importlinter]: an import up a floor fails); both run, either fails the target
+# ruff, the floors (pyproject [tool.importlinter]: an import up a floor fails), then the types of messaging, frontier,
+# master and spiders/worker (pyproject [tool.mypy]); all run, any fails the target
 lint: venv
-	@status=0; $(VENV)/bin/ruff check . || status=1; $(VENV)/bin/lint-imports --no-cache || status=1; exit $$status
+	@status=0; $(VENV)/bin/ruff check . || status=1; $(VENV)/bin/lint-imports --no-cache || status=1; \
+	$(VENV)/bin/mypy || status=1; exit $$status
 
 bench: install $(BENCH_STAMP)
 	@bash deploy/install-bench-deps.sh

@@ -2,7 +2,7 @@
 
 Only scheduling, dedup and dispatch may differ between the sides, so these are the very spider
 (:class:`spiders.spiders.universal.UniversalSpider`: its ``parse_task`` applies the crawl's rule and builds the items)
-with the fleet's downloader middlewares and item pipelines (``spiders/settings.py``: decode, clean, extract, MongoDB),
+with the fleet's downloader middlewares and item pipelines (``spiders/addon.py``: decode, clean, extract, MongoDB),
 run as ``scrapy crawl`` from the project root with ``-s SPIDER_MODULES=bench.crawl_spiders``. What the fleet's
 worker does around the spider is replaced by the smallest local equivalent:
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from deploy import services
 from deploy.procs import spawn, stop_pid, wait_for
-from messaging import clients, keys
+from messaging import clients, keys, spider_types
 from messaging.clock import RedisClock
 from messaging.settings import load
 from messaging.siteconfig import SiteConfig, SitePaths, update_site
@@ -41,7 +41,7 @@ from messaging.tasks import Task, queue_score
 
 DOMAIN = "throttle.bench.test"
 IPS = ("10.0.0.1", "10.0.0.2")
-SPIDER_TYPES = ("list", "universal")
+SPIDER_TYPES = spider_types.NAMES
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -43,7 +43,7 @@ from deploy.demo_rules import (
 from deploy.demoweb import DemoWebError, demoweb_status, site_url
 from deploy.procs import wait_for
 from frontier.registry import WorkerRegistry
-from messaging import clients
+from messaging import clients, spider_types
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.settings import Settings, load
 from messaging.validation import Rejected, parse_request
@@ -77,7 +77,7 @@ def demo(pages: int, timeout: float, keep: bool, stop: bool) -> None:
         return
     reused = local_fleet.status(run_dir)["running"]
     began = time.monotonic()
-    spec = local_fleet.FleetSpec(workers_list=2, workers_universal=2, masters=2, demoweb=True, pages=pages,
+    spec = local_fleet.FleetSpec(workers=spider_types.default_workers(), masters=2, demoweb=True, pages=pages,
                                  redis_aof=False, mongo_on_disk=False, supervise=False, owner="demo")
     try:
         local_fleet.up(run_dir, spec)
@@ -112,10 +112,10 @@ def _registered_workers(run_dir: str, settings: Settings, timeout: float = 60.0)
     """The fleet's live workers (job -> spider type), once every one of them is in the ``workers`` registry."""
     jobs = {process["job"]: process["spider"] for process in local_fleet.status(run_dir)["processes"]
             if process["role"] == "worker" and process["alive"]}
-    missing = sorted({"list", "universal"} - set(jobs.values()))
+    missing = sorted(set(spider_types.NAMES) - set(jobs.values()))
     if missing:
         raise local_fleet.FleetError(f"the running fleet has no live {' or '.join(missing)} worker: "
-                                     "`crawlfleet up --workers-list 2 --workers-universal 2`, or `crawlfleet down`")
+                                     f"`crawlfleet up {_workers_options()}`, or `crawlfleet down`")
     redis = clients.redis_client(settings)
     try:
         registry = WorkerRegistry(redis)
@@ -123,6 +123,10 @@ def _registered_workers(run_dir: str, settings: Settings, timeout: float = 60.0)
     finally:
         redis.close()
     return jobs
+
+
+def _workers_options() -> str:
+    return " ".join(f"--workers-{name} {count}" for name, count in spider_types.default_workers().items())
 
 
 def crawl_requests(run_dir: str, stamp: str) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from rich.table import Table
 from deploy import fleet as local_fleet
 from deploy import services as local_services
 from deploy.demoweb import DEFAULT_PAGES, DemoWebError, demoweb_status
+from messaging import spider_types
 from messaging.clients import as_text
 from messaging.settings import load
 
@@ -33,19 +34,24 @@ def _run_dir() -> str:
     return load().run_dir
 
 
+def _workers_options(command: Any) -> Any:
+    """``--workers-<type> N`` for each spider type of the registry (messaging.spider_types), its default there."""
+    for entry in reversed(spider_types.REGISTRY.values()):
+        command = click.option(f"--workers-{entry.name}", f"workers_{entry.name}", default=entry.workers,
+                               show_default=True, type=click.IntRange(0),
+                               help=f"Workers of the {entry.name} spider.")(command)
+    return command
+
+
 @click.command("up", epilog=PERSISTENCE)
-@click.option("--workers-list", default=2, show_default=True, type=click.IntRange(0), help="Workers of the list "
-              "spider.")
-@click.option("--workers-universal", default=2, show_default=True, type=click.IntRange(0),
-              help="Workers of the universal spider.")
+@_workers_options
 @click.option("--masters", default=2, show_default=True, type=click.IntRange(1),
               help="Masters (one leads, the others stand by).")
 @click.option("--demoweb/--no-demoweb", default=True, show_default=True, help="Also run the demo web.")
 @click.option("--pages", default=DEFAULT_PAGES, show_default=True, help="Articles per demo site.")
 @click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for everything to be ready.")
 @click.option("--status", "only_status", is_flag=True, help="Only show the fleet (as `crawlfleet fleet status`).")
-def up(workers_list: int, workers_universal: int, masters: int, demoweb: bool, pages: int, timeout: float,
-       only_status: bool) -> None:
+def up(masters: int, demoweb: bool, pages: int, timeout: float, only_status: bool, **workers: int) -> None:
     """Start a long-lived local fleet under the run directory: the services (Redis with an append-only file), the
     demo web, the masters, a Kafka monitor, a Redis monitor and the workers, each a recorded child process.
 
@@ -56,9 +62,9 @@ def up(workers_list: int, workers_universal: int, masters: int, demoweb: bool, p
     if only_status:
         _show(run_dir)
         return
-    spec = local_fleet.FleetSpec(workers_list=workers_list, workers_universal=workers_universal, masters=masters,
-                                 demoweb=demoweb, pages=pages, redis_aof=True, mongo_on_disk=True, supervise=True,
-                                 owner="up", timeout=timeout)
+    counts = {name: workers[f"workers_{name}"] for name in spider_types.NAMES}
+    spec = local_fleet.FleetSpec(workers=counts, masters=masters, demoweb=demoweb, pages=pages, redis_aof=True,
+                                 mongo_on_disk=True, supervise=True, owner="up", timeout=timeout)
     began = time.monotonic()
     try:
         result = local_fleet.up(run_dir, spec)

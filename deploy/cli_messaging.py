@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from deploy.cli_errors import require_kafka
-from messaging import clients
+from messaging import clients, modules
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.service import setup_logging
 from messaging.settings import load
@@ -157,7 +157,7 @@ def revisits(crawlid: str, as_json: bool) -> None:
 
 @click.command("stats")
 @click.argument("module", default="all",
-                type=click.Choice(["all", "kafka-monitor", "redis-monitor", "crawler", "master"]))
+                type=click.Choice([modules.ALL, *modules.STATS_MODULES]))
 @_user_option
 @_timeout_option
 @_json_option

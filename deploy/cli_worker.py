@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-SPIDER_TYPES = ("list", "universal")
+from messaging.spider_types import NAMES as SPIDER_TYPES
+from messaging.spider_types import spider_type as registered_type
 
 
 def project_settings(overrides: tuple[str, ...] = ()) -> Any:
@@ -43,6 +44,8 @@ def worker(spider_type: str, job: str | None, overrides: tuple[str, ...]) -> Non
     from spiders.worker.feed import default_job_id
 
     settings = project_settings(overrides)
+    for name, value in registered_type(spider_type).settings.items():  # the type's defaults, below -s
+        settings.set(name, value, priority="project")
     settings.set("CRAWLFLEET_JOB", job or default_job_id(spider_type), priority="cmdline")
     process = CrawlerProcess(settings)
     process.crawl(spider_type)

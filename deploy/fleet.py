@@ -43,12 +43,12 @@ from deploy.demoweb import DEFAULT_PAGES, demoweb_status, start_demoweb, stop_de
 from deploy.procs import kill_hard, log_tail, pid_alive, port_free, spawn, stop_pid, wait_for
 from deploy.services.redis import RedisService
 from deploy.state import locked, modify_state
-from messaging import clients, keys
+from messaging import clients, keys, spider_types
 from messaging.identity import node_name
 from messaging.settings import SETTINGS, load, read_state
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-SPIDER_TYPES = ("list", "universal")
+SPIDER_TYPES = spider_types.NAMES
 # Roles in the order ``down`` stops them: workers first, so that they can still hand their leases back.
 # The supervisor goes first of all: it must not restart what is being stopped.
 STOP_ORDER = ("supervisor", "worker", "master", "redis-monitor", "kafka-monitor")
@@ -62,8 +62,8 @@ class FleetError(RuntimeError):
 
 @dataclass(frozen=True)
 class FleetSpec:
-    workers_list: int = 2
-    workers_universal: int = 2
+    # workers per spider type (messaging.spider_types; a type left out gets none)
+    workers: Mapping[str, int] = field(default_factory=spider_types.default_workers)
     masters: int = 2
     demoweb: bool = True
     pages: int = DEFAULT_PAGES  # articles per demo site
@@ -137,10 +137,10 @@ def supervisor_process() -> FleetProcess:
 def plan(spec: FleetSpec, host: str, next_numbers: Mapping[str, int]) -> list[FleetProcess]:
     """The processes of a new fleet, in start order; worker numbers continue from ``next_numbers`` (per spider)."""
     processes = [master_process(n) for n in range(1, spec.masters + 1)] + monitor_processes()
-    counts = {"list": spec.workers_list, "universal": spec.workers_universal}
     for spider in SPIDER_TYPES:
         first = next_numbers.get(spider, 1)
-        processes += [worker_process(job_id(host, spider, n), spider) for n in range(first, first + counts[spider])]
+        count = spec.workers.get(spider, 0)
+        processes += [worker_process(job_id(host, spider, n), spider) for n in range(first, first + count)]
     if spec.supervise:
         processes.append(supervisor_process())
     return processes

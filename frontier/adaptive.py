@@ -27,7 +27,7 @@ from typing import Any
 
 from frontier.lua import LUA
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.clock import LUA_NOW_MICROSECONDS
 from messaging.scripts import lua_source, run_scripts
 
@@ -70,7 +70,7 @@ class AdaptiveState:
 class AdaptiveDelay:
     """The shared delays of adaptive sites: report samples, read a site's state."""
 
-    def __init__(self, redis: Any, rule: AdaptiveRule | None = None) -> None:
+    def __init__(self, redis: RedisClient, rule: AdaptiveRule | None = None) -> None:
         self.redis = redis
         self.rule = rule or AdaptiveRule()
         self._adapt = redis.register_script(LUA_NOW_MICROSECONDS + lua_source(LUA / "adapt.lua"))

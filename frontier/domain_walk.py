@@ -87,7 +87,7 @@ class DomainWalk:
             self._empty_backoff.clear()
             self.skips["reopened"] += 1
             return
-        for domain in wanted:
+        for domain in (d for d in wanted if d is not None):  # None is not among them (above)
             self._ready_at.pop(domain, None)
             self._empty_backoff.pop(domain, None)
         self.skips["reopened"] += len(wanted)

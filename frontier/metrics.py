@@ -18,8 +18,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from frontier.registry import WorkerRegistry, queue_depths
-from messaging import keys
-from messaging.clients import as_text
+from messaging import keys, modules
+from messaging.clients import RedisClient, as_text
 from messaging.clock import RedisClock
 from messaging.tasks import CrawlFields
 
@@ -29,7 +29,7 @@ WORKER_LABELS = ["job", "spider_type", "host"]
 
 
 class ClusterCollector:
-    def __init__(self, redis: Any, heartbeat_ttl: float, cache_seconds: float = 5.0,
+    def __init__(self, redis: RedisClient, heartbeat_ttl: float, cache_seconds: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.redis = redis
         self.heartbeat_ttl = heartbeat_ttl
@@ -111,7 +111,7 @@ class ClusterCollector:
         family = CounterMetricFamily("crawlfleet_crawler_responses",
                                      "Responses of every worker since the counters began, by spider type and HTTP "
                                      "status (error: no response).", labels=["spider_type", "status"])
-        for raw in self.redis.scan_iter(match=keys.stats_pattern("crawler"), count=1000):
+        for raw in self.redis.scan_iter(match=keys.stats_pattern(modules.CRAWLER), count=1000):
             parsed = keys.parse_stats_key(as_text(raw))
             spider_type, _, status = parsed.plugin.rpartition(":")
             if parsed.window == "lifetime" and spider_type and (status.isdigit() or status == "error"):

@@ -45,14 +45,14 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from frontier.config_watch import SiteRates
 from frontier.lua import LUA, PACE_LUA, PENDING_LUA
 from frontier.robots_cache import RobotsCache
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.clock import LUA_NOW_MICROSECONDS, RedisClock
 from messaging.domains import domain_of
 from messaging.scripts import lua_source, run_scripts
@@ -129,15 +129,32 @@ PENDING_SCRIPTS = frozenset({"complete"})  # these take tasks out of a crawl's p
 PACED_SCRIPTS = frozenset({"take", "reserve"})  # these space hits (lua/pace.lua)
 
 
-def _script(redis: Any, name: str) -> Any:
+def _script(redis: RedisClient, name: str) -> Any:
+    return redis.register_script(_source(name))
+
+
+@cache
+def _source(name: str) -> str:
     snippets = ([PENDING_LUA] if name in PENDING_SCRIPTS else []) + ([PACE_LUA] if name in PACED_SCRIPTS else [])
     source = lua_source(LUA / f"{name}.lua", *snippets)
-    return redis.register_script(LUA_NOW_MICROSECONDS + source if name in TIMED_SCRIPTS else source)
+    return LUA_NOW_MICROSECONDS + source if name in TIMED_SCRIPTS else source
 
 
 def _now_arg(now: float | None) -> str:
     return "" if now is None else str(round(now * US))
 
+
+
+def block_domain(redis: RedisClient, domain: str, seconds: float, now: float | None = None, *,
+                 script: Any = None) -> float:
+    """Hold every worker of the cluster off ``domain`` for ``seconds`` (``block:{<domain>}``, only ever extended;
+    the politeness step refuses the domain until it ends); returns when the block ends (Redis time, seconds).
+
+    ``now`` (seconds) replaces the Redis clock in tests; ``script`` is the block script already registered on
+    ``redis`` (else it is registered now: the source is read once per process)."""
+    block = script if script is not None else _script(redis, "block")
+    until = block(keys=[keys.block(domain)], args=[_now_arg(now), max(0.0, float(seconds))])
+    return int(until) / US
 
 
 def retry_after_seconds(value: str | bytes | None, now: float, default: float = 60.0) -> float:
@@ -159,7 +176,7 @@ class Politeness:
 
     def __init__(
         self,
-        redis: Any,
+        redis: RedisClient,
         job: str,
         spider_type: str,
         ip: str,
@@ -407,9 +424,9 @@ class Politeness:
     # --- blocks ---------------------------------------------------------------------------------------------------
     def block(self, domain: str, seconds: float, now: float | None = None) -> float:
         """Hold every worker of the cluster off ``domain`` for ``seconds``; returns when the block ends (Redis time)."""
-        until = self._block(keys=[keys.block(domain)], args=[_now_arg(now), max(0.0, float(seconds))])
+        until = block_domain(self.redis, domain, seconds, now, script=self._block)
         self._count("blocks")
-        return int(until) / US
+        return until
 
     def block_from_response(self, url: str, status: int, retry_after: str | bytes | None,
                             now: float | None = None, default: float = 60.0) -> float | None:

@@ -53,12 +53,13 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from frontier.lua import LUA
 from messaging import keys
+from messaging.clients import RedisClient
 from messaging.regexes import compile_user_regex
 from messaging.scripts import LUA as MESSAGING_LUA
 from messaging.scripts import lua_source
@@ -154,7 +155,7 @@ def revisit_task(state: dict[str, Any], generation: int) -> Task:
 class Schedule:
     """The worker's side: record fetched pages in their crawls' schedules, one Lua call per commit batch."""
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
         self._script = redis.register_script(SCHEDULE_LUA)
 
@@ -173,7 +174,7 @@ class Schedule:
         return [] if pipe is not None else [_text(code) for code in reply]
 
 
-def schedule_call(by_crawl: dict[str, Sequence[Fetched]], policies: dict[str, RevisitPolicy],
+def schedule_call(by_crawl: Mapping[str, Sequence[Fetched]], policies: dict[str, RevisitPolicy],
                   now: float | None = None) -> tuple[list[str], list[Any]]:
     script_keys = [keys.REVISIT_CRAWLS]
     args: list[Any] = ["" if now is None else repr(float(now)), len(by_crawl)]
@@ -188,12 +189,12 @@ def schedule_call(by_crawl: dict[str, Sequence[Fetched]], policies: dict[str, Re
     return script_keys, args
 
 
-def has_schedule(redis: Any, crawlid: str) -> bool:
+def has_schedule(redis: RedisClient, crawlid: str) -> bool:
     """Whether the crawl revisits pages (the finisher keeps such a crawl running)."""
     return bool(redis.sismember(keys.REVISIT_CRAWLS, crawlid))
 
 
-def read_states(redis: Any, crawlid: str, urls: Sequence[str]) -> list[dict[str, Any] | None]:
+def read_states(redis: RedisClient, crawlid: str, urls: Sequence[str]) -> list[dict[str, Any] | None]:
     if not urls:
         return []
     return [json.loads(raw) if raw else None for raw in redis.hmget(keys.revisit_state(crawlid), list(urls))]

@@ -51,7 +51,7 @@ from frontier.robots_rules import (
     status_kind,
 )
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.clock import LUA_NOW_SECONDS, Clock, SystemClock
 from messaging.domains import domain_of
 from messaging.scripts import lua_source, run_scripts
@@ -168,7 +168,7 @@ class Claims:
 class RobotsCache:
     def __init__(
         self,
-        redis: Any,
+        redis: RedisClient,
         fetch: Fetcher | None = None,
         ttl: float = 86400.0,
         error_ttl: float = 600.0,
@@ -347,7 +347,7 @@ class RobotsCache:
         return robots
 
 
-def _script(redis: Any, name: str, timed: bool = False) -> Any:
+def _script(redis: RedisClient, name: str, timed: bool = False) -> Any:
     return redis.register_script((LUA_NOW_SECONDS if timed else "") + lua_source(LUA / f"{name}.lua"))
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from messaging.identity import node_name
-from messaging.settings import Settings, load
+from messaging.settings import Settings, default, load
 
 PROJECT = "crawlfleet"  # the one project a manager serves: installed, not deployed as eggs
 MAX_PROC_PER_CPU = 4  # scrapyd's default when max_proc is 0
@@ -59,7 +59,7 @@ class ManagerConfig:
     kill_timeout: float
     project_dir: Path
     settings: Settings
-    heartbeat_interval: float = 5.0
+    heartbeat_interval: float = default("CRAWLFLEET_MANAGER_HEARTBEAT_INTERVAL")
 
     @property
     def registry_ttl(self) -> float:
@@ -86,6 +86,7 @@ class ManagerConfig:
             dbs_dir=Path(s.manager_dbs or run_dir / "dbs").resolve(),
             poll_interval=float(s.manager_poll_interval), kill_timeout=float(s.manager_kill_timeout),
             project_dir=Path(s.manager_project_dir or os.getcwd()).resolve(), settings=s,
+            heartbeat_interval=float(s.manager_heartbeat_interval),
         )  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from frontier.registry import WorkerRegistry, queue_depths
 from frontier.weights import measure, minute_of
 from manager.registry import ManagerRegistry
-from messaging import keys
+from messaging import keys, modules
 from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, task_keys
@@ -70,7 +70,7 @@ def nodes(redis: Any, window_minutes: int, manager_ttl: float) -> dict[str, Any]
 
 def stats(redis: Any, window_minutes: int) -> dict[str, Any]:
     """The counters for the *Stats* page: pages per minute by spider type and status, queue depths, workers."""
-    crawler = module_stats(redis, "crawler")
+    crawler = module_stats(redis, modules.CRAWLER)
     pages: dict[str, dict[str, int]] = {}
     for spider_type, statuses in crawler.get("spider_types", {}).items():
         pages[spider_type] = {status: int(windows.get(PAGES_WINDOW, 0)) for status, windows in statuses.items()}
@@ -83,7 +83,7 @@ def stats(redis: Any, window_minutes: int) -> dict[str, Any]:
         "leased": sum(w["leased"] for w in fleet),
         "workers": fleet,
         "managers": int(redis.zcard(keys.MANAGERS)),
-        "crawler": crawler,
+        modules.CRAWLER: crawler,
         "master": module_stats(redis, "master"),
     }  # fmt: skip
 

@@ -18,10 +18,11 @@ from twisted.web import http, resource, server
 
 from manager.jobs import InvalidJob, iso
 from manager.security import CsrfToken
+from messaging import spider_types
 
 HERE = Path(__file__).parent
 PAGES = ("submit", "spiders", "jobs", "fleet", "crawls", "sites", "stats")
-SPIDER_TYPES = ("list", "universal")
+SPIDER_TYPES = spider_types.NAMES
 
 
 def duration(seconds: float | None) -> str:

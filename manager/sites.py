@@ -16,13 +16,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from frontier.registry import WorkerRegistry
-from messaging import keys
+from messaging import keys, spider_types
 from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.tasks import Task
 
 PER_PAGE = 50
-SPIDER_TYPES = ("list", "universal")
+SPIDER_TYPES = spider_types.NAMES
 MICRO = 1_000_000
 
 

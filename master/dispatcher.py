@@ -68,6 +68,23 @@ class DispatchConfig:
                    batch=settings.dispatch_batch, scan=settings.dispatch_scan)
 
 
+@dataclass(frozen=True)
+class SkipMark:
+    """Where a round starts scanning the seeds: past the leading tasks of spider types that have no live worker
+    (they would be scanned again and again otherwise), while the same types are live and for a while only."""
+
+    score: float  # the seeds score of the last such task seen
+    live_types: frozenset[str]  # the spider types that were live: another set of live workers scans from the start
+    since: float  # when the first mark was set (a mark older than SKIP_MEMORY_SECONDS is forgotten)
+
+    def holds(self, live_types: frozenset[str], now: float) -> bool:
+        return self.live_types == live_types and now - self.since < SKIP_MEMORY_SECONDS
+
+    def start(self) -> str:
+        """The exclusive lower bound of the next scan (ZRANGEBYSCORE's ``(score``)."""
+        return f"({self.score!r}"
+
+
 @dataclass
 class WorkerView:
     info: WorkerInfo
@@ -105,7 +122,7 @@ class Dispatcher:
         self.stats = stats
         self._infos: dict[str, WorkerInfo] = {}
         self._wrr: dict[str, InterleavedWRR] = defaultdict(InterleavedWRR)
-        self._skip: tuple[float, frozenset[str], float] | None = None
+        self._skip: SkipMark | None = None
         self._reconciled: dict[str, float] = {}
         self.weights: dict[str, float] = {}  # job -> rate used in the last round (for reports)
 
@@ -199,8 +216,8 @@ class Dispatcher:
             self._wrr[spider_type].update({w.info.job: w.weight for w in workers if w.room > 0})
         live_types = frozenset(views)
         start = "-inf"
-        if self._skip and self._skip[1] == live_types and now - self._skip[2] < SKIP_MEMORY_SECONDS:
-            start = f"({self._skip[0]!r}"
+        if self._skip and self._skip.holds(live_types, now):
+            start = self._skip.start()
         else:
             self._skip = None
         picks: list[Pick] = []
@@ -226,7 +243,7 @@ class Dispatcher:
                 spider_type = task["spider_type"]
                 if spider_type not in live_types:
                     if leading_blocked:
-                        self._skip = (float(score), live_types, self._skip[2] if self._skip else now)
+                        self._skip = SkipMark(float(score), live_types, self._skip.since if self._skip else now)
                     continue
                 leading_blocked = False
                 if budgets[spider_type] <= 0:
@@ -255,8 +272,9 @@ class Dispatcher:
         return result
 
     def _letter(self, member: str, task: dict[str, Any], problem: Unplaceable, now: float) -> DeadLetter:
-        crawlid = task.get("crawlid") if isinstance(task.get("crawlid"), str) else ""
-        userid = task.get("userid") if isinstance(task.get("userid"), str) else ""
+        crawlid, userid = task.get("crawlid"), task.get("userid")
+        crawlid = crawlid if isinstance(crawlid, str) else ""
+        userid = userid if isinstance(userid, str) else ""
         logger.warning("dead-lettering a task the dispatcher cannot place (%s): %s", problem, member[:200])
         return DeadLetter(member, crawlid, dead_letter_record(member, str(problem), crawlid, userid, now,
                                                               path=problem.path))

@@ -21,6 +21,7 @@ from typing import Any
 
 from messaging import keys
 from messaging.outage import OutageLog
+from messaging.clients import RedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 class Leadership:
     """Contend, lead with an epoch, step down on suspension; ``run`` returns when :meth:`stop` is called."""
 
-    def __init__(self, zk: Any, redis: Any, path: str, identifier: str) -> None:
+    def __init__(self, zk: Any, redis: RedisClient, path: str, identifier: str) -> None:
         self.zk = zk
         self.redis = redis
         self.path = path

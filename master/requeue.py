@@ -27,7 +27,7 @@ from frontier.lua import PENDING_LUA
 from master.lua import LUA
 from master.staging import LeadershipLost
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.domains import host_problem
 from messaging.scripts import lua_source, run_scripts
 from messaging.tasks import SEEDS_SCORE_LUA, Task
@@ -43,7 +43,7 @@ _RELEASE = lua_source(LUA / "retired_release.lua", PENDING_LUA)
 class Requeuer:
     """Puts a retired job's tasks back into ``seeds`` for the leader of ``epoch``."""
 
-    def __init__(self, redis: Any, epoch: int) -> None:
+    def __init__(self, redis: RedisClient, epoch: int) -> None:
         self.redis = redis
         self.epoch = int(epoch)
         self._collect = redis.register_script(_COLLECT)

@@ -22,7 +22,7 @@ from frontier.lua import LUA
 from frontier.revisit import read_states, revisit_task
 from master.staging import LeadershipLost
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.scripts import lua_source
 from messaging.tasks import SEEDS_SCORE_LUA, CrawlFields, CrawlState
 
@@ -38,7 +38,7 @@ class RevisitRound:
 
 
 class RevisitMover:
-    def __init__(self, redis: Any, epoch: int, batch: int = 1000) -> None:
+    def __init__(self, redis: RedisClient, epoch: int, batch: int = 1000) -> None:
         self.redis = redis
         self.epoch = epoch
         self.batch = max(1, batch)
@@ -92,4 +92,4 @@ class RevisitMover:
                         for v in self.redis.hmget(keys.crawl(crawlid), [CrawlFields.STATE, CrawlFields.UNTIL]))
         if state != CrawlState.RUNNING:
             return True
-        return bool(until) and now >= float(until)
+        return until is not None and until != "" and now >= float(until)

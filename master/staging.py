@@ -43,7 +43,7 @@ from frontier import finish_hints
 from frontier.lua import PENDING_LUA
 from master.lua import LUA
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.domains import host_problem
 from messaging.scripts import lua_source, run_scripts
 
@@ -95,7 +95,7 @@ class Staged:
 class Staging:
     """Stage, land and settle batches for the leader of ``epoch``; recover the batches of older epochs."""
 
-    def __init__(self, redis: Any, epoch: int) -> None:
+    def __init__(self, redis: RedisClient, epoch: int) -> None:
         self.redis = redis
         self.epoch = int(epoch)
         self._batches = itertools.count(1)
@@ -275,7 +275,7 @@ class Staging:
         return _parse(blob) if blob else []
 
 
-def send_dead_letters(redis: Any, send: Callable[[list[dict[str, Any]]], None], limit: int = 500) -> int:
+def send_dead_letters(redis: RedisClient, send: Callable[[list[dict[str, Any]]], None], limit: int = 500) -> int:
     """Produce the oldest waiting dead-letter records with ``send`` (returns once Kafka acknowledged them), then trim
     them off the outbox; returns how many. At least once: a crash between the two sends them again."""
     raw = redis.lrange(keys.DEAD_LETTER_OUTBOX, 0, limit - 1)

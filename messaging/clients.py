@@ -7,11 +7,19 @@ connection string, credentials or TLS option is configured once for the whole ho
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kafka.serializer import Serializer
 
 from messaging.settings import Settings, load
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from redis.cluster import RedisCluster
+
+RedisClient: TypeAlias = "Redis | RedisCluster"
+"""What :func:`redis_client` returns and what every component that talks to Redis takes (``redis.Redis``, or
+``redis.cluster.RedisCluster`` when CRAWLFLEET_REDIS_CLUSTER is on)."""
 
 
 def as_text(value: Any) -> str:
@@ -26,7 +34,7 @@ def _settings(settings: Settings | None) -> Settings:
 
 
 # --- redis -------------------------------------------------------------------------------------------------------
-def redis_client(settings: Settings | None = None, **kwargs: Any) -> Any:
+def redis_client(settings: Settings | None = None, **kwargs: Any) -> RedisClient:
     """A Redis client from CRAWLFLEET_REDIS_URL: ``redis.Redis``, or ``redis.cluster.RedisCluster`` in cluster mode.
 
     ``rediss://`` URLs use TLS; ``user:password@`` authenticates. Replies are bytes (decode where needed).

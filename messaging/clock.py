@@ -8,8 +8,9 @@ with skewed clocks agree. Lua scripts read ``TIME`` themselves; Python code that
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
+from messaging.clients import RedisClient
 from messaging.scripts import LUA, lua_source
 
 # Lua preambles (messaging/lua/now_*.lua): ``now`` from ARGV[1] when the caller passes an explicit time (simulations,
@@ -36,7 +37,7 @@ class SystemClock:
 class RedisClock:
     """The Redis server's clock (``TIME``), shared by every host of the cluster."""
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self._redis = redis
 
     def now(self) -> float:

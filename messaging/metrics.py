@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import Gauge, start_http_server
 
 from messaging import keys
+from messaging.clients import RedisClient
 from messaging.settings import Settings
 
 PORT_SEARCH = 100
@@ -43,10 +44,10 @@ class MetricsEndpoint:
     def key(self) -> str:
         return keys.metrics_endpoint(self.module, socket.gethostname(), os.getpid())
 
-    def register(self, redis: Any, ttl: int = 30) -> None:
+    def register(self, redis: RedisClient, ttl: int = 30) -> None:
         redis.set(self.key(), self.url, ex=ttl)
 
-    def unregister(self, redis: Any) -> None:
+    def unregister(self, redis: RedisClient) -> None:
         redis.delete(self.key())
 
     def close(self) -> None:

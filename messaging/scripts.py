@@ -10,6 +10,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from messaging.clients import RedisClient
+
 LUA = Path(__file__).with_name("lua")  # snippets shared by every floor (seeds score)
 
 
@@ -24,13 +26,13 @@ def lua_source(path: Path, *snippets: Path, prefix: str = "") -> str:
     return prefix + "".join(snippet.read_text() for snippet in snippets) + path.read_text()
 
 
-def is_cluster(redis: Any) -> bool:
+def is_cluster(redis: RedisClient) -> bool:
     from redis.cluster import RedisCluster
 
     return isinstance(redis, RedisCluster)
 
 
-def run_scripts(redis: Any, calls: list[tuple[Any, list[str], list[Any]]]) -> list[Any]:
+def run_scripts(redis: RedisClient, calls: list[tuple[Any, list[str], list[Any]]]) -> list[Any]:
     """Run script calls in one pipeline (a plain Redis) or one by one (a Redis Cluster routes each by its keys)."""
     if not calls:
         return []

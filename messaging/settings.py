@@ -65,6 +65,11 @@ def define(
     return setting
 
 
+def default(name: str) -> Any:
+    """The declared default of a setting (for dataclass defaults that must not drift from the registry)."""
+    return SETTINGS[name].default
+
+
 # --- local run ---------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_RUN_DIR", str(Path.home() / ".crawlfleet"),
        "Directory of the local run: state file, service data, logs.", group="local")
@@ -460,6 +465,10 @@ define("CRAWLFLEET_MANAGER_KILL_TIMEOUT", 30.0,
 define("CRAWLFLEET_MANAGER_PROJECT_DIR", "",
        "Working directory of the spider processes (the Scrapy project, with scrapy.cfg); default: the manager's.",
        group="manager")
+# the manager's heartbeat (was a constant of manager/config.py)
+define("CRAWLFLEET_MANAGER_HEARTBEAT_INTERVAL", 5.0,
+       "Seconds between the manager's heartbeats in the managers' registry (its entry expires after four).",
+       group="manager", parse=float)
 
 # --- proxy: the proxy pool (spiders/proxies, spiders/spiders/proxy.py, spiders/middlewares/proxy.py) -----------
 define("CRAWLFLEET_PROXY_COLLECTION", "proxies",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from messaging import keys
+from messaging.clients import RedisClient
 from messaging.domains import domain_of
 from messaging.scripts import LUA, lua_constants, lua_source
 
@@ -124,7 +125,7 @@ def push_seeds_call(tasks: list[Task], guards: list[str] | None = None,
     return [keys.SEEDS, keys.SEEDS_SEQUENCE, keys.PENDING_SEEDS, *(guards or [])], args
 
 
-def push_seeds(redis: Any, tasks: list[Task], guards: list[str] | None = None, guard_ttl: int = 0) -> int:
+def push_seeds(redis: RedisClient, tasks: list[Task], guards: list[str] | None = None, guard_ttl: int = 0) -> int:
     """Put tasks into ``seeds`` in one round trip (one Lua call); returns how many were new there.
 
     Arrival numbers come from ``seeds:sequence`` (incremented in the same call) so that concurrent pushers (Kafka

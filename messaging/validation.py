@@ -46,13 +46,14 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
 from lxml import etree
 
+from messaging import spider_types
 from messaging.domains import host_problem
 from messaging.regexes import UnsafeRegex, exslt_regex_problem, regex_problem
 
 CRAWL, INFO, STATS, SITE, STOP = "crawl", "info", "stats", "site", "stop"
 SITE_ACTIONS = ("rate", "rate-remove", "blacklist", "blacklist-remove")
 SCHEMA_FILES = {CRAWL: "crawl.json", INFO: "info.json", STATS: "stats.json", SITE: "site.json", STOP: "stop.json"}
-RULE_FILES = {"list": "rule-list.json", "universal": "rule-universal.json"}
+RULE_FILES = spider_types.rule_files()  # spider type -> its rule schema
 DEFAULT_MAX_BYTES = 512 * 1024
 MESSAGE_LIMIT = 300  # characters of an error message: a reason quotes the offending value, but not all of it
 

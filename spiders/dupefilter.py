@@ -34,9 +34,10 @@ from scrapy.dupefilters import BaseDupeFilter
 from frontier.bloom import BloomFilter, BloomSpec, crawl_namespace, open_filter
 from frontier.bloom.fingerprint import request_fingerprint, url_fingerprint
 from frontier.bloom.sizing import shard_count
-from messaging import clients
-from messaging.settings import SETTINGS, Settings, load
+from messaging import clients, modules
+from messaging.settings import Settings
 from messaging.stats import Stats
+from spiders.fleet_settings import crawlfleet_settings
 
 logger = logging.getLogger(__name__)
 GLOBAL = "global"
@@ -44,22 +45,6 @@ OPEN_FILTERS = 256  # per-crawl filters kept open in one process (reopening one 
 IGNORED_FINGERPRINTER = (
     "REQUEST_FINGERPRINTER_CLASS is set (%s) but the cluster's dupefilter ignores it: every worker identifies a "
     "request by frontier.bloom.fingerprint.request_fingerprint (its canonical URL), so that all agree on what was seen")
-
-
-def crawlfleet_settings(scrapy_settings: Any = None) -> Settings:
-    """crawlfleet's settings, where any CRAWLFLEET_* name set in the Scrapy settings overrides the environment."""
-    settings = load()
-    if scrapy_settings is None:
-        return settings
-    overrides = {name: scrapy_settings.get(name) for name in SETTINGS if scrapy_settings.get(name) is not None}
-    if not overrides:
-        return settings
-    values = {**settings, **{name: _parse(name, value) for name, value in overrides.items()}}
-    return Settings(values, {name: "scrapy" if name in overrides else settings.source(name) for name in values})
-
-
-def _parse(name: str, value: Any) -> Any:
-    return SETTINGS[name].parse(value) if isinstance(value, str) else value
 
 
 class BloomDupeFilter(BaseDupeFilter):
@@ -86,7 +71,7 @@ class BloomDupeFilter(BaseDupeFilter):
             logger.warning(IGNORED_FINGERPRINTER, crawler.settings.get("REQUEST_FINGERPRINTER_CLASS"))
         settings = crawlfleet_settings(crawler.settings)
         redis = clients.redis_client(settings)
-        return cls(redis, settings, stats=crawler.stats, counters=Stats(redis, "crawler"),
+        return cls(redis, settings, stats=crawler.stats, counters=Stats(redis, modules.CRAWLER),
                    debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
 
     @classmethod
@@ -94,7 +79,7 @@ class BloomDupeFilter(BaseDupeFilter):
         """Without a crawler (no Scrapy stats): from Scrapy settings, a crawlfleet Settings, or the environment."""
         resolved = settings if isinstance(settings, Settings) else crawlfleet_settings(settings)
         redis = clients.redis_client(resolved)
-        return cls(redis, resolved, counters=Stats(redis, "crawler"))
+        return cls(redis, resolved, counters=Stats(redis, modules.CRAWLER))
 
     # --- scopes --------------------------------------------------------------------------------------------------
     def namespace(self, meta: Mapping[str, Any]) -> str:

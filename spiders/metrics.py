@@ -27,14 +27,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from scrapy import signals
 from twisted.internet import task, threads
 
-from messaging import keys
+from messaging import keys, modules
 from messaging.clients import redis_client
 from messaging.domains import domain_of
 from messaging.metrics import MetricsEndpoint, serve_metrics
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 
 logger = logging.getLogger(__name__)
-MODULE = "crawler"
+MODULE = modules.CRAWLER
 REGISTER_EVERY = 5.0
 SITES_TRACKED = 1000
 OTHER = "other"

@@ -3,7 +3,7 @@
 Deployment-specific values (service URLs, the hosts file, the worker's identity) do not live here: components
 read them from :func:`messaging.settings.load` (``CRAWLFLEET_*`` environment variables and the local run's
 state file; any ``CRAWLFLEET_*`` name set here or with ``-s`` overrides the environment). This module holds what is
-the same for every worker of the fleet: which components are plugged in, in which order.
+the same for every worker of the fleet: the fleet's add-on (its components, in their order) and Scrapy's limits.
 """
 
 # --- project ------------------------------------------------------------------------------------------------
@@ -12,36 +12,15 @@ SPIDER_MODULES = ["spiders.spiders"]
 NEWSPIDER_MODULE = "spiders.spiders"
 
 # --- the fleet: tasks from Redis, children to seeds -----------------------------------------------------------
-# The distributed scheduler: leases tasks through the politeness step (a background thread does every Redis
-# call), keeps redirects and retries local to their task, and completes a task once its items are stored.
-SCHEDULER = "spiders.worker.scheduler.FleetScheduler"
-# Scrapy's own dupefilter interface on the cluster's Bloom filter (the worker itself checks links in batches).
-DUPEFILTER_CLASS = "spiders.dupefilter.BloomDupeFilter"
-SPIDER_MIDDLEWARES = {
-    # last on the way out: requests a callback yields become child tasks of the response's task
-    "spiders.worker.output.TaskOutputMiddleware": 20,
-}
+# The fleet's scheduler, dupefilter, spider and downloader middlewares and item pipelines, declared once in the add-on
+# (spiders/addon.py lists them with their orders). A spider that needs none of the fleet's services switches it off
+# with "ADDONS": {"spiders.addon.FleetAddon": None} in its custom_settings; plain Scrapy with -s ADDONS={}.
+ADDONS = {"spiders.addon.FleetAddon": 0}
 
 # Prometheus /metrics of this worker (responses by status, hits per site, items, leases; CPU and memory).
 EXTENSIONS = {"spiders.metrics.WorkerMetrics": 500}
 
 # --- downloading ----------------------------------------------------------------------------------------------
-DOWNLOADER_MIDDLEWARES = {
-    "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
-    "spiders.middlewares.useragent.RotatingUserAgentMiddleware": 500,
-    "spiders.middlewares.status.HttpStatusCounterMiddleware": 860,  # every response as it came off the wire
-    "spiders.middlewares.adaptive.DownloadSampleMiddleware": 870,  # latency and errors of adaptive sites
-    "spiders.warc.middleware.WarcMiddleware": 880,  # WARC records when CRAWLFLEET_WARC_DIR is set (else left out)
-    "spiders.middlewares.retry_after.RetryAfterMiddleware": 560,  # 429/503: block the domain cluster-wide
-    "spiders.middlewares.decode.DecodeMiddleware": 585,  # decoded after decompression, before the spider
-    "spiders.middlewares.conditional.ConditionalMiddleware": 575,  # revisits: If-None-Match, 304, main-text digest
-    # through a live proxy of the pool when CRAWLFLEET_PROXY_SPIDER_TYPES names the spider type (chosen when the task
-    # was taken, so the per-IP throttle counts the proxy's address); below HttpProxyMiddleware (750)
-    "spiders.middlewares.proxy.FleetProxyMiddleware": 740,
-    # the rule's render (never / always / auto): which downloads are renders in the worker's browser; after the
-    # User-Agent and before the proxy on the way in, after the decoding and before Retry-After on the way out
-    "spiders.render.middleware.RenderMiddleware": 580,
-}
 # A static fetch is Scrapy's HTTP/1.1 handler; a render (meta["fleet_render"]) is Debian's headless Chromium through
 # Playwright on the reactor's asyncio loop (spiders.render), started on the first render only.
 DOWNLOAD_HANDLERS = {
@@ -67,15 +46,6 @@ DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
 REDIRECT_MAX_TIMES = 10
 RETRY_TIMES = 2
 COOKIES_ENABLED = True
-
-# --- items ----------------------------------------------------------------------------------------------------
-ITEM_PIPELINES = {
-    "spiders.pipelines.clean.CleanPipeline": 300,
-    "spiders.pipelines.pagework.PageWorkPipeline": 340,  # in a process pool when CRAWLFLEET_PAGE_PROCESSES allows
-    "spiders.pipelines.metadata.MetadataPipeline": 350,
-    "spiders.pipelines.extract.ExtractPipeline": 400,
-    "spiders.pipelines.mongo.MongoPipeline": 900,
-}
 
 # --- networking ---------------------------------------------------------------------------------------------
 # Scrapy's caching resolver behind the host map of CRAWLFLEET_HOSTS_FILE, which maps the demo web's

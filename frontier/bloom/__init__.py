@@ -18,12 +18,13 @@ from frontier.bloom.counting import CountingBloomFilter
 from frontier.bloom.filter import BloomFilter, BloomSpec, stored_spec
 from frontier.bloom.fingerprint import canonical_url, request_fingerprint, url_fingerprint
 from messaging import keys
+from messaging.clients import RedisClient
 
 __all__ = ["BloomFilter", "BloomSpec", "CountingBloomFilter", "canonical_url", "crawl_namespace", "expire_filter",
            "open_filter", "request_fingerprint", "url_fingerprint"]
 
 
-def open_filter(redis: Any, namespace: str, spec: BloomSpec, *, ttl: float = 0.0, now_ms: Any = None,
+def open_filter(redis: RedisClient, namespace: str, spec: BloomSpec, *, ttl: float = 0.0, now_ms: Any = None,
                 eager: bool = True) -> BloomFilter:
     """Open (or create) the filter of ``namespace``; a counting one when its stored spec says so."""
     kind = CountingBloomFilter if stored_spec(redis, namespace, spec).counting else BloomFilter
@@ -35,7 +36,7 @@ def crawl_namespace(crawlid: str) -> str:
     return f"crawl:{crawlid}"
 
 
-def expire_filter(redis: Any, namespace: str, ttl: float) -> bool:
+def expire_filter(redis: RedisClient, namespace: str, ttl: float) -> bool:
     """Give every key of an existing filter a TTL of ``ttl`` seconds from now (e.g. when its crawl ends), without
     creating anything; False when the namespace has no filter."""
     raw = redis.hget(keys.bloom_meta(namespace), "spec")

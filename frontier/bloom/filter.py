@@ -35,7 +35,7 @@ from frontier.bloom import sizing
 from frontier.bloom.direct import DirectPath
 from frontier.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.settings import SETTINGS
 
 log = logging.getLogger(__name__)
@@ -89,11 +89,13 @@ class BloomSpec:
         return cls(**{"memory_slack": 0.0, **json.loads(raw)})
 
 
-def stored_spec(redis: Any, namespace: str, spec: BloomSpec) -> BloomSpec:
+def stored_spec(redis: RedisClient, namespace: str, spec: BloomSpec) -> BloomSpec:
     """The spec stored for ``namespace``, storing ``spec`` first when there is none (the first writer wins)."""
     meta = keys.bloom_meta(namespace)
     redis.hsetnx(meta, "spec", spec.to_json())
-    stored = BloomSpec.from_json(redis.hget(meta, "spec"))
+    raw = redis.hget(meta, "spec")
+    assert raw is not None, f"{meta} lost its spec"  # written just above (HSETNX), never removed alone
+    stored = BloomSpec.from_json(raw)
     if stored != spec:
         log.info("Bloom filter %s exists with %s; using it rather than %s", namespace, stored, spec)
     return stored
@@ -122,7 +124,7 @@ def _sources() -> tuple[str, ...]:
     return tuple(common + (LUA / f"{name}.lua").read_text() for name in ("counting", "grow", "admin"))
 
 
-def _load_scripts(redis: Any) -> _Scripts:
+def _load_scripts(redis: RedisClient) -> _Scripts:
     return _Scripts(*(redis.register_script(source) for source in _sources()))
 
 
@@ -137,7 +139,7 @@ class BatchResult:
 class BloomFilter:
     """Check-and-add of URL batches against one namespace. ``ttl`` (seconds, 0 = never) slides with activity."""
 
-    def __init__(self, redis: Any, namespace: str, spec: BloomSpec, *, ttl: float = 0.0,
+    def __init__(self, redis: RedisClient, namespace: str, spec: BloomSpec, *, ttl: float = 0.0,
                  now_ms: Any = None) -> None:
         self.redis = redis
         self.namespace = namespace
@@ -158,7 +160,7 @@ class BloomFilter:
 
     # --- opening -------------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, redis: Any, namespace: str, spec: BloomSpec, *, ttl: float = 0.0,
+    def open(cls, redis: RedisClient, namespace: str, spec: BloomSpec, *, ttl: float = 0.0,
              now_ms: Any = None, eager: bool = True) -> BloomFilter:
         """The filter of ``namespace`` with its stored spec (``spec`` is stored when there is none yet).
 
@@ -266,7 +268,7 @@ class BloomFilter:
     def _now_arg(self) -> str:
         return "" if self._now_ms is None else str(int(self._now_ms()))
 
-    def _pipelined(self, script: Any, calls: list[tuple[str, ...]]) -> list[Any]:
+    def _pipelined(self, script: Any, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
         """One EVALSHA per shard, in one pipeline; scripts missing on a node are loaded and those calls re-run."""
         pipe = self.redis.pipeline(transaction=False)
         for meta, *args in calls:

@@ -28,11 +28,13 @@ import socket
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import InvalidResponse, ResponseError
+
+from messaging.clients import RedisClient
 
 _POW10 = np.array([10**i for i in range(1, 10)], dtype=np.uint32)
 log = logging.getLogger(__name__)
@@ -115,7 +117,8 @@ def pack_commands(keys: Sequence[str], verb: bytes, value: bytes | None, values:
     out: list[bytes] = []
     for c, (key, total) in enumerate(zip(keys, table.sum(axis=0).tolist(), strict=True)):
         name = key.encode()
-        pieces = [b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%s\r\n" % (2 + per_op * total, len(name), name)]
+        pieces: list[bytes | memoryview] = [
+            b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%s\r\n" % (2 + per_op * total, len(name), name)]
         for count in present:
             if sizes[count][c]:
                 blob, size = blobs[count]
@@ -136,8 +139,8 @@ _SKIP = command(b"CLIENT", b"REPLY", b"SKIP")
 class Window:
     """Packed commands sent as they come, one held connection per Redis node; replies read at :meth:`collect`."""
 
-    def __init__(self, redis: Any) -> None:
-        self.redis = redis
+    def __init__(self, redis: RedisClient) -> None:
+        self.redis: Any = redis  # Redis or RedisCluster, told apart by what they can do (below)
         self.cluster = hasattr(redis, "get_node_from_key")
         self.commands: list[tuple[str, bytes]] = []
         self.sizes: list[int | None] = []
@@ -174,7 +177,7 @@ class Window:
                 channel = raw_channel(connection) if raw else None
                 if channel is not None:
                     sock, reader = channel
-                    replies_read = read_bit_replies(sock, [self.sizes[i] for i in indexes[:raw]], reader)
+                    replies_read = read_bit_replies(sock, [cast(int, self.sizes[i]) for i in indexes[:raw]], reader)
                     for i, reply in zip(indexes, replies_read, strict=False):
                         replies[i] = reply
                     indexes = indexes[raw:]
@@ -216,8 +219,8 @@ class QuietLine:
     _lines: weakref.WeakKeyDictionary[Any, tuple[threading.Lock, list[Any]]] = weakref.WeakKeyDictionary()
     _guard = threading.Lock()
 
-    def __init__(self, redis: Any) -> None:
-        self.redis = redis
+    def __init__(self, redis: RedisClient) -> None:
+        self.redis: Any = redis  # Redis or RedisCluster, told apart by what they can do (below)
         self.cluster = hasattr(redis, "get_node_from_key")
         self.pools: dict[int, Any] = {}  # the pools written to, for barrier()
 
@@ -403,14 +406,14 @@ def _cells(buf: bytearray, pos: int, size: int) -> np.ndarray:
     return cells[:, 1] - np.uint8(ord("0"))
 
 
-def send(redis: Any, commands: Sequence[tuple[str, bytes]], sizes: Sequence[int] | None = None) -> list[Any]:
+def send(redis: RedisClient, commands: Sequence[tuple[str, bytes]], sizes: Sequence[int] | None = None) -> list[Any]:
     """Send packed commands (key, RESP) pipelined, one connection per node; replies in order (errors as values)."""
     window = Window(redis)
     window.send(commands, sizes)
     return window.collect()
 
 
-def _node_pool(redis: Any, key: str) -> Any:
+def _node_pool(redis: Any, key: str) -> Any:  # a RedisCluster's
     node = redis.get_node_from_key(key)
     client = node.redis_connection or redis.get_redis_connection(node)
     return client.connection_pool

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import accumulate
 from operator import sub
@@ -232,6 +232,28 @@ def _few_words_per_line(selected: list[Block], params: Params) -> bool:
     return sum(len(WORDS.findall(block.text)) for block in plain) < limit
 
 
+@dataclass
+class _Page:
+    """What the stages of the selection share: the page, its blocks' values, and the region chosen in them."""
+
+    blocks: list[Block]
+    tree: Tree
+    params: Params
+    headline: int | None
+    site: Site
+    trust_furniture: bool = True  # False when the furniture flags are taken to say nothing (see _distrust)
+    drop_bylines: bool = False
+    values: list[float] = field(default_factory=list)
+    span: tuple[int, int] = (0, 0)  # the region: the densest run of lines (empty once spread)
+    spread: bool = False  # the main content is spread over the page (a listing, a shop grid, a landing page)
+    article: bool = False  # an article under its headline
+    stop: int = 0  # where the selection ends (a product's reviews)
+    inside: tuple[int, int] = (0, 0)  # the region's container: its first element and its end
+    posts: list[tuple[int, int]] | None = None  # repeated items (a thread's posts), their subtrees
+    owners: list[int] = field(default_factory=list)  # per block, the post that holds it (-1: none)
+    plain: list[int] = field(default_factory=list)  # per post, its running text outside furniture
+
+
 def _select(
     blocks: list[Block],
     tree: Tree,
@@ -245,7 +267,18 @@ def _select(
 ) -> tuple[list[Block], bool, bool]:
     """The block selection proper; also says whether the page was taken as spread content and whether as an
     article under its headline."""
-    trust_furniture = True
+    page = _distrust(_Page(blocks, tree, params, headline, site))
+    page.values = [block_value(b, page.params, cards) for b in blocks]
+    _choose_region(page, force_spread, product, reviews)
+    _find_posts(page)
+    interface = form_lines(blocks, tree, headline, params.form_share) if product and params.form_share else set()
+    selected = _take_lines(page, interface)
+    return _tidy(page, selected, cards, product), page.spread, page.article
+
+
+def _distrust(page: _Page) -> _Page:
+    """Whether the furniture flags and the bylines can be believed on this page."""
+    blocks, params, headline = page.blocks, page.params, page.headline
     furniture_chars = byline_chars = total_chars = 0
     for b in blocks:
         total_chars += b.chars
@@ -254,13 +287,19 @@ def _select(
         elif b.byline:
             byline_chars += b.chars
     # A "byline" holding half the page is a misnamed wrapper (the story under "entry-byline"), not a byline.
-    drop_bylines = params.drop_bylines and 2 * byline_chars < total_chars
+    page.drop_bylines = params.drop_bylines and 2 * byline_chars < total_chars
     if furniture_chars > params.furniture_max_share * total_chars and (headline is None or blocks[headline].furniture):
         # A page cannot be mostly furniture: a wrapper's class ("docs-sidebar-layout") or an unclosed <button>
         # swallowing the page misled the flags, so here they say nothing. Unless the headline stands outside
         # the furniture: then the flags are right and the story is short under a long comment thread.
-        params, trust_furniture = replace(params, furniture_weight=1.0), False
-    values = [block_value(b, params, cards) for b in blocks]
+        page.params, page.trust_furniture = replace(params, furniture_weight=1.0), False
+    return page
+
+
+def _choose_region(page: _Page, force_spread: bool, product: bool, reviews: list[int] | None) -> None:
+    """The region of the main content (``span``), whether it is an article or spread content, where it ends, and
+    the container that holds it."""
+    blocks, values, params, headline = page.blocks, page.values, page.params, page.headline
     cost = _cost(values, params)
     span, value = _densest_region(values, cost)
     if headline is not None and span[0] <= headline < span[1]:
@@ -273,7 +312,7 @@ def _select(
     article = headline is not None and 0 <= span[0] - headline <= params.anchor_reach
     # A headline of a word or two ("Science", "Remote jobs", "科技") names a section, not a story: its page is a
     # listing unless the text under it is most of the page.
-    section = article and len(WORDS.findall(blocks[headline].text)) <= params.section_title_words
+    section = article and len(WORDS.findall(blocks[headline].text)) <= params.section_title_words  # type: ignore[index]
     if force_spread or (params.spread_share and (not article or section)):
         # No article under a headline, and the densest run holds little of the page's text: a listing, a shop
         # grid, a landing page. Their main content is spread over the page, so take the container of it all.
@@ -288,53 +327,64 @@ def _select(
     if params.end_ratio and not spread and not (product and stop < len(blocks)):
         span = _article_end(blocks, values, cost, span, params)
     if params.comments_cut and article:
-        span = _before_comments(blocks, values, span, params, tree, site)
-    container = _container(blocks, values, span, tree, params)
-    inside_first, inside_end = container, tree.end[container]
-    if spread:
-        span = (0, 0)
-    posts = repeated_items(blocks, values, container, tree, params) if params.repeat_levels else None
+        span = _before_comments(blocks, values, span, params, page.tree, page.site)
+    container = _container(blocks, values, span, page.tree, params)
+    page.inside = (container, page.tree.end[container])
+    page.span = (0, 0) if spread else span
+    page.spread, page.article, page.stop = spread, article, stop
+
+
+def _find_posts(page: _Page) -> None:
+    """A thread's posts (repeated items) in the container, which post holds each block, and each post's own text."""
+    blocks, params = page.blocks, page.params
+    posts = repeated_items(blocks, page.values, page.inside[0], page.tree, params) if params.repeat_levels else None
     starts = [first for first, _ in posts] if posts else []
-    if posts and article and trust_furniture:
-        story = owner(posts, starts, blocks[headline].element)
+    if posts and page.article and page.trust_furniture:
+        story = owner(posts, starts, blocks[page.headline].element)  # type: ignore[index]
         if story >= 0 and mostly_furniture(blocks, posts, starts, story):
             # The story's own box holds its headline and its like-classed siblings are mostly furniture: they
             # are the page's other boxes (teasers, most commented, sidebars), not posts of one thread.
             posts = None
-    owners = [owner(posts, starts, block.element) for block in blocks] if posts else []
-
-    def long_link(block: Block, in_region: bool, furniture: bool) -> bool:
-        """A linked line that is text: long, not furniture, in spread content or in the region; in an article
-        under its headline only if less linked than ``article_link_max`` (a teaser's title is all link) or a
-        heading linking off the site or to itself (a round-up's product linked to a shop, a permalink)."""
-        if furniture or block.chars < params.region_link_chars:
-            return False
-        if spread or (in_region and (not article or block.link_density < params.article_link_max)):
-            return True
-        off_site = in_region and block.heading and params.offsite_headings
-        return bool(off_site and links_elsewhere(tree, block.element, site()))
-
+    page.posts = posts
+    page.owners = [owner(posts, starts, block.element) for block in blocks] if posts else []
     # A post's own running text outside furniture: where a post has some, its furniture is something nested in
     # it (the comments under an answer, a signature box), not the post; forums that call every post a "comment"
     # have none, and keep all of theirs.
-    plain = [0] * len(posts) if posts else []
-    if posts and trust_furniture and params.post_furniture:
-        for block, item in zip(blocks, owners, strict=True):
+    page.plain = [0] * len(posts) if posts else []
+    if posts and page.trust_furniture and params.post_furniture:
+        for block, item in zip(blocks, page.owners, strict=True):
             if item >= 0 and not block.furniture and block.link_density <= params.link_density_max:
-                plain[item] += block.chars
-    interface = form_lines(blocks, tree, headline, params.form_share) if product and params.form_share else ()
+                page.plain[item] += block.chars
+
+
+def _long_link(page: _Page, block: Block, in_region: bool, furniture: bool) -> bool:
+    """A linked line that is text: long, not furniture, in spread content or in the region; in an article
+    under its headline only if less linked than ``article_link_max`` (a teaser's title is all link) or a
+    heading linking off the site or to itself (a round-up's product linked to a shop, a permalink)."""
+    params = page.params
+    if furniture or block.chars < params.region_link_chars:
+        return False
+    if page.spread or (in_region and (not page.article or block.link_density < params.article_link_max)):
+        return True
+    off_site = in_region and block.heading and params.offsite_headings
+    return bool(off_site and links_elsewhere(page.tree, block.element, page.site()))
+
+
+def _take_lines(page: _Page, interface: set[int]) -> list[Block]:
+    """The lines of the posts and of the region (or its container) that are text, not furniture or interface."""
+    params, span, (inside_first, inside_end) = page.params, page.span, page.inside
     selected = []
     announced = False  # the last line taken ends with a colon: "Here are some of the courses offered:"
-    for i, block in enumerate(blocks[:stop]):
+    for i, block in enumerate(page.blocks[: page.stop]):
         in_region = span[0] <= i < span[1]
-        furniture = block.furniture and trust_furniture
+        furniture = block.furniture and page.trust_furniture
         if block.panel and not params.panels:
             continue  # a hidden disclosure panel (closed accordion, inactive tab), with the rule off
-        if drop_bylines and block.byline and not spread:
+        if page.drop_bylines and block.byline and not page.spread:
             continue  # "By Jane Doe | May 14, 2024", "Senior Autos Reporter", the author's bio
-        if posts and owners[i] >= 0:
+        if page.posts and page.owners[i] >= 0:
             if block.link_density <= params.link_density_max and not (
-                furniture and plain[owners[i]] >= params.repeat_min_chars
+                furniture and page.plain[page.owners[i]] >= params.repeat_min_chars
             ):
                 selected.append(block)
             continue
@@ -342,7 +392,8 @@ def _select(
             continue
         # A list the text announces is part of it, links or not (the courses, tools, sources it names).
         listed, announced = announced and block.tag == "li" and not furniture, False
-        if block.link_density > params.link_density_max and not listed and not long_link(block, in_region, furniture):
+        if (block.link_density > params.link_density_max and not listed
+                and not _long_link(page, block, in_region, furniture)):
             continue
         if furniture and not in_region:
             continue
@@ -354,17 +405,24 @@ def _select(
             # Shop pages put size pickers and "Add to Cart" inside the product's region. Only while the flags
             # are trusted: an unclosed <button> can swallow a page (the flags are then distrusted, above).
             continue
-        if params.drop_captions and block.tag == "figcaption" and not spread:
+        if params.drop_captions and block.tag == "figcaption" and not page.spread:
             continue  # a photo's caption and credit ("Paris Baguette opened 80 units ... | Photo by L. Jennings")
         selected.append(block)
         announced = params.announced_lists and (listed or announces(block))
-    if (params.card_links or params.card_names) and spread:
+    return selected
+
+
+def _tidy(page: _Page, selected: list[Block], cards: bool, product: bool) -> list[Block]:
+    """The selection bridged over a grid's card links, without placeholders, widget labels and repeats, and
+    starting with the article's headline."""
+    params, blocks, headline = page.params, page.blocks, page.headline
+    if (params.card_links or params.card_names) and page.spread:
         names = params.card_names and cards and not product  # a product's own feature links are not cards
-        selected = bridged_links(blocks, selected, inside_first, inside_end, trust_furniture, params.card_links, names)
+        selected = bridged_links(blocks, selected, *page.inside, page.trust_furniture, params.card_links, names)
     if params.placeholder_words:
         selected = without_placeholders(blocks, selected, params.placeholder_words)
     if params.drop_labels:
         selected = without_labels(selected)  # "Advertisement", "Share", "Related articles": a widget's name
-    if params.include_headline and article and (not selected or selected[0].index > headline):
-        selected.insert(0, blocks[headline])  # the article starts with its headline
-    return (without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected), spread, article
+    if params.include_headline and page.article and (not selected or selected[0].index > headline):  # type: ignore[operator]
+        selected.insert(0, blocks[headline])  # type: ignore[index]  # the article starts with its headline
+    return without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected

@@ -182,56 +182,114 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
     ``INLINE_TAGS``; per node it reads only the tag id or the text; block-level elements holding text also have
     their class/id read (only they can hold a whole sidebar or comment thread)."""
     tree = Tree()
-    blocks: list[Block] = []
     root = document.root
     panels: list[LexborNode] = []
     if root is None or not prune(document, panels):
-        return blocks, tree
-    nodes, tag_ids, parents, ends = tree.nodes, tree.tag_ids, tree.parent, tree.end
-    tag_kinds, tag_names = _tag_kinds, _tag_names
-    pieces: list[str] = []
-    visible = False  # whether ``pieces`` hold more than white space
-    link_chars = 0
-    block_stack: list[int] = []  # the innermost open block-level element is the text's home
-    # Per open block: whether it or a block around it is furniture; None until a line inside it needs to know
-    # (class/id names are read and judged only for blocks that hold text, and not at all inside furniture).
-    furniture_stack: list[int | None] = []  # FURNITURE, BYLINE in a byline, 0 neither
-    links = 0  # open <a> elements
-    wrapped_stack: list[bool] = []  # per open block: whether it was opened inside an <a> (a whole-card link)
+        return [], tree
+    lines = _Lines(tree)
+    _walk(root, tree, lines)
+    if lines.visible and lines.block_stack:
+        lines.flush()
+    if panels:
+        _mark_panels(lines.blocks, tree, panels)
+    return lines.blocks, tree
 
-    def flush() -> None:  # called only when ``pieces`` hold visible text
-        nonlocal link_chars, visible
-        text = " ".join("".join(pieces).split())
+
+class _Lines:
+    """The lines cut so far, the one being read (its pieces of text), and the open blocks that are its home."""
+
+    __slots__ = ("block_stack", "blocks", "furniture_stack", "link_chars", "links", "pieces", "tree", "visible",
+                 "wrapped_stack")
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.blocks: list[Block] = []
+        self.pieces: list[str] = []
+        self.visible = False  # whether ``pieces`` hold more than white space
+        self.link_chars = 0
+        self.links = 0  # open <a> elements
+        self.block_stack: list[int] = []  # the innermost open block-level element is the text's home
+        # Per open block: whether it or a block around it is furniture; None until a line inside it needs to know
+        # (class/id names are read and judged only for blocks that hold text, and not at all inside furniture).
+        self.furniture_stack: list[int | None] = []  # FURNITURE, BYLINE in a byline, 0 neither
+        self.wrapped_stack: list[bool] = []  # per open block: whether it was opened inside an <a> (a whole-card link)
+
+    def text(self, node: LexborNode) -> None:
+        """A text node: a piece of the line (white space only separates)."""
+        if node.is_empty_text_node:  # white space (most text nodes): only a separator
+            if self.pieces:
+                self.pieces.append(" ")
+            return
+        text = node.text_content
+        self.pieces.append(text)
+        if not self.visible and not text.isspace():
+            self.visible = True
+        if self.links:
+            self.link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
+
+    def end_line(self) -> None:
+        """A block boundary: the line read so far becomes a block if it holds visible text."""
+        if self.visible:
+            self.flush()
+        elif self.pieces:  # white space between blocks: no block
+            self.pieces.clear()
+            self.link_chars = 0
+
+    def flush(self) -> None:  # called only when ``pieces`` hold visible text
+        text = " ".join("".join(self.pieces).split())
         chars = len(text) - text.count(" ")
-        home = block_stack[-1]
-        furniture = furniture_stack[-1]
+        home = self.block_stack[-1]
+        furniture = self.furniture_stack[-1]
         if furniture is None:
-            furniture = _judge_open_blocks(tree, block_stack, furniture_stack)
-        tag = tag_names.get(tag_ids[home]) or nodes[home].tag
-        wrapped = wrapped_stack[-1]
-        block = Block(text, chars, min(link_chars, chars), home, tag, furniture == FURNITURE, len(blocks), wrapped)
+            furniture = _judge_open_blocks(self.tree, self.block_stack, self.furniture_stack)
+        tag = _tag_names.get(self.tree.tag_ids[home]) or self.tree.nodes[home].tag
+        wrapped = self.wrapped_stack[-1]
+        blocks = self.blocks
+        block = Block(text, chars, min(self.link_chars, chars), home, tag, furniture == FURNITURE, len(blocks),
+                      wrapped)
         block.byline = furniture == BYLINE
         blocks.append(block)
-        pieces.clear()
-        link_chars, visible = 0, False
+        self.pieces.clear()
+        self.link_chars, self.visible = 0, False
 
-    # The stack holds, per open element: its node, its index in the Tree (-1: not in it), and what closing it
-    # undoes (0 nothing, 1 a block, 3 a link).
+    def open_block(self, node: LexborNode, index: int, kind: int) -> None:
+        """A block-level element opens: the line before it ends, and it is the home of the text that follows."""
+        self.end_line()
+        furniture_stack = self.furniture_stack
+        around = furniture_stack[-1] if furniture_stack else 0
+        if around == FURNITURE or (kind == _BOILERPLATE and not _disclosure(node)):
+            furniture_stack.append(FURNITURE)
+        elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
+            furniture_stack.append(around)
+        else:
+            furniture_stack.append(None)
+        self.block_stack.append(index)
+        self.wrapped_stack.append(self.links > 0)
+
+    def close_block(self) -> None:
+        """A block-level element closes: the line inside it ends."""
+        self.end_line()
+        self.block_stack.pop()
+        self.furniture_stack.pop()
+        self.wrapped_stack.pop()
+
+
+# What closing an element undoes.
+_NOTHING, _A_BLOCK, _A_LINK = 0, 1, 3
+
+
+def _walk(root: LexborNode, tree: Tree, lines: _Lines) -> None:
+    """Visit every node once in document order (iteratively): number the elements in ``tree``, feed the text and
+    the block boundaries to ``lines``."""
+    nodes, tag_ids, parents, ends = tree.nodes, tree.tag_ids, tree.parent, tree.end
+    tag_kinds = _tag_kinds
+    # The stack holds, per open element: its node, its index in the Tree (-1: not in it), and what closing it undoes.
     stack: list[tuple[LexborNode, int, int]] = []
     node, parent = root, -1
     while True:
         tag_id = node.tag_id
         if tag_id == _TEXT_NODE:
-            if node.is_empty_text_node:  # white space (most text nodes): only a separator
-                if pieces:
-                    pieces.append(" ")
-            else:
-                text = node.text_content
-                pieces.append(text)
-                if not visible and not text.isspace():
-                    visible = True
-                if links:
-                    link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
+            lines.text(node)
         elif tag_id != _COMMENT_NODE:
             kind = tag_kinds.get(tag_id)
             if kind is None:
@@ -239,7 +297,7 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
             if kind == _INLINE:
                 child = node.first_child
                 if child is not None:
-                    stack.append((node, -1, 0))
+                    stack.append((node, -1, _NOTHING))
                     node = child
                     continue
             elif kind != _SKIP:
@@ -248,37 +306,19 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                 tag_ids.append(tag_id)
                 parents.append(parent)
                 ends.append(index + 1)
-                closing = 0
+                closing = _NOTHING
                 if kind == _LINK:
-                    links += 1
-                    closing = 3
+                    lines.links += 1
+                    closing = _A_LINK
                 elif kind:
-                    if visible:
-                        flush()
-                    elif pieces:  # white space between blocks: no call
-                        pieces.clear()
-                        link_chars = 0
-                    around = furniture_stack[-1] if furniture_stack else 0
-                    if around == FURNITURE or (kind == _BOILERPLATE and not _disclosure(node)):
-                        furniture_stack.append(FURNITURE)
-                    elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
-                        furniture_stack.append(around)
-                    else:
-                        furniture_stack.append(None)
-                    block_stack.append(index)
-                    wrapped_stack.append(links > 0)
-                    closing = 1
+                    lines.open_block(node, index, kind)
+                    closing = _A_BLOCK
                 child = node.first_child
                 if child is not None:
                     stack.append((node, index, closing))
                     node, parent = child, index
                     continue
-                if closing == 3:
-                    links -= 1
-                elif closing:
-                    block_stack.pop()
-                    furniture_stack.pop()
-                    wrapped_stack.pop()
+                _close(lines, closing)
         # Done with ``node``: on to its next sibling, closing the elements that end here.
         while stack:
             following = node.next
@@ -290,24 +330,16 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
                 continue
             ends[index] = len(nodes)
             parent = parents[index]
-            if closing == 3:
-                links -= 1
-            elif closing:
-                if visible:
-                    flush()
-                elif pieces:
-                    pieces.clear()
-                    link_chars = 0
-                block_stack.pop()
-                furniture_stack.pop()
-                wrapped_stack.pop()
+            _close(lines, closing)
         else:
             break
-    if visible and block_stack:
-        flush()
-    if panels:
-        _mark_panels(blocks, tree, panels)
-    return blocks, tree
+
+
+def _close(lines: _Lines, closing: int) -> None:
+    if closing == _A_LINK:
+        lines.links -= 1
+    elif closing:
+        lines.close_block()
 
 
 def _mark_panels(blocks: list[Block], tree: Tree, panels: list[LexborNode]) -> None:

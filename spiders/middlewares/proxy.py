@@ -75,7 +75,7 @@ class FleetProxyMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> FleetProxyMiddleware:
-        from spiders.dupefilter import crawlfleet_settings
+        from spiders.fleet_settings import crawlfleet_settings
 
         settings = crawlfleet_settings(crawler.settings)
         exceptions = tuple(load_object(path) if isinstance(path, str) else path

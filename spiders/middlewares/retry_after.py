@@ -2,9 +2,10 @@
 
 ``DOWNLOADER_MIDDLEWARES = {"spiders.middlewares.retry_after.RetryAfterMiddleware": 560}``. On a 429 or 503:
 
-1. block the URL's domain for every worker: ``block:{<domain>}`` is written by ``frontier/lua/block.lua``, the very
-   script :meth:`frontier.politeness.Politeness.block` runs (a block is only ever extended), and the politeness step
-   refuses the domain until it ends. The seconds come from the Retry-After header (delta-seconds or an HTTP date,
+1. block the URL's domain for every worker with :func:`frontier.politeness.block_domain` (the call
+   :meth:`frontier.politeness.Politeness.block` makes): ``block:{<domain>}``, written by ``frontier/lua/block.lua``,
+   is only ever extended, and the politeness step refuses the domain until it ends. The seconds come from the
+   Retry-After header (delta-seconds or an HTTP date,
    :func:`frontier.politeness.retry_after_seconds`), CRAWLFLEET_RETRY_AFTER_DEFAULT without one, at most
    CRAWLFLEET_RETRY_AFTER_MAX. The Redis call runs in a thread (``deferToThread``) that ``process_response``, a
    coroutine, awaits: the reactor never waits, and the block is in Redis before the retry is scheduled. A failed
@@ -30,29 +31,26 @@ from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
-from frontier.politeness import _script, retry_after_seconds
-from messaging import keys
+from frontier.politeness import block_domain, retry_after_seconds
 from messaging.clients import redis_client
 from messaging.domains import domain_of
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.signals import domain_blocked
 
 logger = logging.getLogger(__name__)
 
 STATUSES = frozenset({429, 503})
-US = 1_000_000
 
 
 class DomainBlocker:
-    """Writes ``block:{<domain>}`` with the Lua of :meth:`frontier.politeness.Politeness.block`, at the Redis clock."""
+    """Blocks domains cluster-wide with :func:`frontier.politeness.block_domain`, at the Redis clock."""
 
     def __init__(self, redis: Any) -> None:
-        self._block = _script(redis, "block")
+        self.redis = redis
 
     def block(self, domain: str, seconds: float) -> float:
         """Block ``domain`` cluster-wide for ``seconds``; returns when the block ends (Redis time, seconds)."""
-        until = self._block(keys=[keys.block(domain)], args=["", max(0.0, float(seconds))])
-        return int(until) / US
+        return block_domain(self.redis, domain, seconds)
 
 
 async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:

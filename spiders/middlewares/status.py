@@ -27,11 +27,12 @@ from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
+from messaging import modules
 from messaging.clients import redis_client
 from messaging.stats import BufferedStats, Stats
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 
-STATS_MODULE = "crawler"
+STATS_MODULE = modules.CRAWLER
 ERROR = "error"
 
 

@@ -1,4 +1,4 @@
-"""Item pipelines (seed 4.3.1.4), in this order::
+"""Item pipelines (seed 4.3.1.4), in this order (the fleet's add-on, :mod:`spiders.addon`, plugs them in)::
 
     ITEM_PIPELINES = {
         "spiders.pipelines.clean.CleanPipeline": 300,      # tidy text fields, drop items missing required fields
@@ -21,17 +21,9 @@ from __future__ import annotations
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from messaging import clients
+from messaging import clients, modules
 from messaging.stats import BufferedStats, Stats
-from spiders.dupefilter import crawlfleet_settings
-
-ITEM_PIPELINES = {
-    "spiders.pipelines.clean.CleanPipeline": 300,
-    "spiders.pipelines.pagework.PageWorkPipeline": 340,
-    "spiders.pipelines.metadata.MetadataPipeline": 350,
-    "spiders.pipelines.extract.ExtractPipeline": 400,
-    "spiders.pipelines.mongo.MongoPipeline": 900,
-}
+from spiders.fleet_settings import crawlfleet_settings
 
 _COUNTERS: WeakKeyDictionary[Any, BufferedStats] = WeakKeyDictionary()
 
@@ -44,7 +36,7 @@ def cluster_counters(crawler: Any) -> BufferedStats:
     counters = _COUNTERS.get(crawler)
     if counters is None:
         redis = clients.redis_client(crawlfleet_settings(crawler.settings))
-        counters = _COUNTERS[crawler] = BufferedStats(Stats(redis, "crawler"))
+        counters = _COUNTERS[crawler] = BufferedStats(Stats(redis, modules.CRAWLER))
     return counters
 
 

@@ -47,7 +47,7 @@ from w3lib.url import canonicalize_url
 
 from messaging import clients
 from messaging.settings import Settings
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.pipelines.buffer import Pending, WriteBuffer
 from spiders.signals import storage_backlog
 

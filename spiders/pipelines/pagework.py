@@ -28,7 +28,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.pipelines import close_counters, cluster_counters
 from spiders.pipelines.extract import CHOSEN, EXTRACTED, FAILED, chosen_outputs
 

@@ -174,7 +174,7 @@ def shared_chooser(crawler: Any) -> ProxyChooser:
     """The chooser of this crawler (one pool thread per process), started now, stopped with the engine."""
     from scrapy import signals
 
-    from spiders.dupefilter import crawlfleet_settings
+    from spiders.fleet_settings import crawlfleet_settings
 
     with _shared_lock:
         chooser = _shared.get(crawler)

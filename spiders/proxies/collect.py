@@ -68,7 +68,7 @@ class ProxyStorePipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> ProxyStorePipeline:
-        from spiders.dupefilter import crawlfleet_settings
+        from spiders.fleet_settings import crawlfleet_settings
 
         settings = crawlfleet_settings(crawler.settings)
         return cls(lambda: ProxyStore.from_settings(settings), crawler.stats)

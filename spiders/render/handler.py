@@ -28,7 +28,7 @@ from scrapy.http import Response
 from scrapy.utils.misc import build_from_crawler
 
 from messaging.hostmap import load_hostmap
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.render.browser import BrowserPool, PoolConfig, find_browser
 from spiders.render.page import RenderConfig, RenderFailed, render
 

@@ -34,7 +34,7 @@ from twisted.internet.threads import deferToThread
 from messaging import modules
 from messaging.clients import redis_client
 from messaging.stats import BufferedStats, Stats
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.render import detect
 from spiders.render.handler import RENDER_META
 from spiders.render.learn import NEEDED, STATIC, VAIN, SiteLearner

@@ -36,7 +36,7 @@ from scrapy.http import Response
 from frontier.robots_rules import product_token
 from messaging.regexes import install_exslt_functions
 from messaging.tasks import Task
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.middlewares.conditional import unchanged
 from spiders.pipelines import cluster_counters
 from spiders.render.modes import render_mode

@@ -23,24 +23,14 @@ from spiders.proxies.collect import build_rule, load_rule
 
 logger = logging.getLogger(__name__)
 
-_FLEET_SPIDER_MIDDLEWARES = ("spiders.worker.output.TaskOutputMiddleware",)
-# Fleet downloader middlewares that write to Redis: the collector runs without the fleet's services.
-_FLEET_REDIS_MIDDLEWARES = ("spiders.middlewares.status.HttpStatusCounterMiddleware",
-                            "spiders.middlewares.retry_after.RetryAfterMiddleware",
-                            "spiders.middlewares.proxy.FleetProxyMiddleware")
-_FLEET_PIPELINES = ("spiders.pipelines.clean.CleanPipeline", "spiders.pipelines.extract.ExtractPipeline",
-                    "spiders.pipelines.mongo.MongoPipeline")
-
 
 class ProxySpider(scrapy.Spider):
     name = "proxy"
-    # Component dicts merge per key with the project's: the fleet's components are switched off by name.
+    # Without the fleet's add-on (spiders.addon): Scrapy's own scheduler and dupefilter, none of the fleet's
+    # middlewares and pipelines, which need the fleet's services; the pool's pipeline stores what the pages list.
     custom_settings = {
-        "SCHEDULER": "scrapy.core.scheduler.Scheduler",
-        "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
-        "SPIDER_MIDDLEWARES": dict.fromkeys(_FLEET_SPIDER_MIDDLEWARES),
-        "DOWNLOADER_MIDDLEWARES": dict.fromkeys(_FLEET_REDIS_MIDDLEWARES),
-        "ITEM_PIPELINES": {**dict.fromkeys(_FLEET_PIPELINES), "spiders.proxies.collect.ProxyStorePipeline": 900},
+        "ADDONS": {"spiders.addon.FleetAddon": None},
+        "ITEM_PIPELINES": {"spiders.proxies.collect.ProxyStorePipeline": 900},
         "ROBOTSTXT_OBEY": False,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
         "DOWNLOAD_DELAY": 0.5,  # a list site is one site: fetch its pages gently
@@ -56,7 +46,7 @@ class ProxySpider(scrapy.Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> ProxySpider:
-        from spiders.dupefilter import crawlfleet_settings
+        from spiders.fleet_settings import crawlfleet_settings
 
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = crawlfleet_settings(crawler.settings)

@@ -29,7 +29,7 @@ from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
-from spiders.dupefilter import crawlfleet_settings
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.warc.writer import Exchange, WarcWriter
 
 __all__ = ["WarcMiddleware", "exchange_of"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class CrawlInfo:
 class CrawlCatalog:
     """The crawls this worker has met (see the module docstring)."""
 
-    def __init__(self, redis: Any, refresh_seconds: float = 2.0,
+    def __init__(self, redis: RedisClient, refresh_seconds: float = 2.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.redis = redis
         self.refresh_seconds = refresh_seconds

@@ -49,6 +49,7 @@ from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.counts import BLACKLISTED, ROBOTS
 from messaging.outage import OutageLog
+from messaging.settings import default
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
@@ -78,12 +79,14 @@ class SendSlot:
 
 @dataclass
 class FeedConfig:
-    prefetch: int = 32
-    commit_interval: float = 0.2
-    heartbeat_interval: float = 3.0
-    idle_backoff_max: float = 2.0
-    lease_seconds: float = 600.0
-    crawl_refresh: float = 2.0
+    """The feed's tunables; the defaults are the settings registry's (messaging.settings)."""
+
+    prefetch: int = default("CRAWLFLEET_PREFETCH")
+    commit_interval: float = default("CRAWLFLEET_COMMIT_INTERVAL")
+    heartbeat_interval: float = default("CRAWLFLEET_HEARTBEAT_INTERVAL")
+    idle_backoff_max: float = default("CRAWLFLEET_IDLE_BACKOFF_MAX")
+    lease_seconds: float = default("CRAWLFLEET_LEASE_SECONDS")
+    crawl_refresh: float = default("CRAWLFLEET_CRAWL_REFRESH")
 
 
 class TaskFeed:
@@ -339,6 +342,7 @@ class TaskFeed:
                 return self._first(results)
             if closest is None or results[0].wait < closest.wait:
                 closest = results[0]
+        assert closest is not None  # candidates is not empty: every try was throttled, one is the closest
         closest.removed = removed
         return closest
 
@@ -369,7 +373,7 @@ class TaskFeed:
 
     def _reserve_some(self) -> None:
         """Answer the scheduler's reserve() calls, all that wait, in one round trip."""
-        wanted = []
+        wanted: list[tuple[Any, str, str, str | None]] = []
         while len(wanted) < COMMIT_BATCH:
             try:
                 wanted.append(self._reserve_wanted.get_nowait())

@@ -34,6 +34,7 @@ from twisted.python.failure import Failure
 
 from frontier.robots_cache import Robots, RobotsCache
 from frontier.robots_rules import MAX_BODY, MAX_REDIRECTS, MISSING, OK, UNREACHABLE, cap_body, robots_url, status_kind
+from messaging.clients import RedisClient
 
 logger = logging.getLogger(__name__)
 META = "fleet_robots"  # marks the robots.txt downloads (their bytes are counted against the cap)
@@ -43,7 +44,7 @@ BYTES_META = "fleet_robots_bytes"
 class ScrapyRobots(RobotsCache):
     """The shared robots.txt cache, fetched through Scrapy: a miss claims the fetch and asks the reactor for it."""
 
-    def __init__(self, redis: Any, request_fetch: Callable[[str], None], **kwargs: Any) -> None:
+    def __init__(self, redis: RedisClient, request_fetch: Callable[[str], None], **kwargs: Any) -> None:
         super().__init__(redis, None, **kwargs)
         self.request_fetch = request_fetch
 

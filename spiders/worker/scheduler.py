@@ -58,7 +58,8 @@ from messaging.outage import quiet_reconnects
 from messaging.siteconfig import SitePaths
 from messaging.stats import BufferedStats, Stats
 from spiders import signals as fleet_signals
-from spiders.dupefilter import BloomDupeFilter, crawlfleet_settings
+from spiders.dupefilter import BloomDupeFilter
+from spiders.fleet_settings import crawlfleet_settings
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.feed import FeedConfig, SendSlot, TaskFeed, default_job_id
@@ -135,7 +136,7 @@ class FleetScheduler:
         if delay > 0:
             from twisted.internet import reactor
 
-            reactor.callLater(delay, self._nudge)
+            reactor.callLater(delay, self._nudge)  # type: ignore[arg-type]  # twisted types reactor as its interfaces
         else:
             self._nudge()
 
@@ -147,6 +148,7 @@ class FleetScheduler:
             self._hold(request)
         else:
             self.crawler.stats.inc_value("fleet/redirect/seen")
+            assert self.tracker is not None  # redirects are checked once the scheduler is open
             self.tracker.drop(request.meta.get("task_member"), request.url)
 
     def _redirect_check_failed(self, request: Request, failure: Failure) -> None:
@@ -155,10 +157,10 @@ class FleetScheduler:
 
     def next_request(self) -> Request | None:
         while self._followups and self._followups[0][0] <= time.monotonic():
-            request = heapq.heappop(self._followups)[2]
-            if self._at_its_slot(request):
-                return request
-        if self.feed is None or self._closing or self.feed.paused:
+            held = heapq.heappop(self._followups)[2]
+            if self._at_its_slot(held):
+                return held
+        if self.feed is None or self.tracker is None or self._closing or self.feed.paused:
             return None  # paused: storage is full; the leases wait in memory, renewed, until it drains
         while (lease := self.feed.pop()) is not None:
             request = self.tracker.start(lease)
@@ -206,6 +208,7 @@ class FleetScheduler:
         request.meta.pop("fleet_slot", None)
         token = next(self._tokens)
         self._reserving[token] = request
+        assert self.feed is not None  # requests are only reserved once the scheduler is open
         self.feed.reserve(token, domain, withdrawn, request.meta.get("fleet_ip"))
 
     def _reserved_from_thread(self, token: int, slot: SendSlot) -> None:
@@ -286,6 +289,7 @@ class FleetScheduler:
         return chooser
 
     def _started(self, _: Any) -> None:
+        assert self.feed is not None  # opened just before
         spider = self.spider
         spider.fleet_catalog = self.feed.catalog
         spider.fleet_tracker = self.tracker
@@ -297,6 +301,7 @@ class FleetScheduler:
                     self.feed.info.ip)
 
     def _shutdown(self) -> None:
+        assert self.feed is not None  # shut down only after it was opened
         self.feed.stop()
         self._counters.close()
         try:
@@ -355,4 +360,5 @@ class FleetScheduler:
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="fenced"))
 
     def _fetch_robots(self, url: str) -> None:
+        assert self._robots_fetcher is not None  # asked for only when robots.txt is obeyed: started with the feed
         self._robots_fetcher.fetch(url)

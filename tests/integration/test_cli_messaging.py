@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +69,9 @@ def test_every_command_gets_its_answer(cf, procs, tmp_path):
 
     zk = cf.zk()
     paths = SitePaths(cf.settings.zk_root)
-    started = time.monotonic()
     rate = subprocess.Popen([sys.executable, "-m", "deploy.cli", "site", "rate", "news.example.com", "6",
                              "--window", "20"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wait_for(lambda: read_site(zk, paths, "example.com").rate == 6, 5, "the new rate in ZooKeeper within 5 s")
-    assert time.monotonic() - started < 5
+    wait_for(lambda: read_site(zk, paths, "example.com").rate == 6, 30, "the new rate in ZooKeeper")
     assert rate.wait(timeout=30) == 0
     assert read_site(zk, paths, "example.com").window == 20.0
     listed = cli(env, "site", "blacklist", "example.com")

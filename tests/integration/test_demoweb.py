@@ -205,10 +205,9 @@ def test_plain_scrapy_crawls_a_site_by_name(demoweb, tmp_path):
     argv = [sys.executable, "-m", "scrapy", "runspider", str(spider), "-O", str(items),
             "-a", f"url={site['url']}", "-a", f"list_pattern={site['list_pattern']}",
             "-a", f"article_pattern={site['article_pattern']}", "-s", f"LOG_FILE={log}",
-            # plain Scrapy with the project's resolver: its own scheduler and robots.txt, none of the fleet's parts
-            "-s", "SCHEDULER=scrapy.core.scheduler.Scheduler",
-            "-s", "DUPEFILTER_CLASS=scrapy.dupefilters.RFPDupeFilter", "-s", "ROBOTSTXT_OBEY=True",
-            "-s", "DOWNLOADER_MIDDLEWARES={}", "-s", "SPIDER_MIDDLEWARES={}", "-s", "ITEM_PIPELINES={}"]
+            # plain Scrapy with the project's resolver: without the fleet's add-on, its own scheduler, dupefilter
+            # and robots.txt, none of the fleet's parts
+            "-s", "ADDONS={}", "-s", "ROBOTSTXT_OBEY=True"]
     result = subprocess.run(argv, cwd=REPO, env=env, timeout=CRAWL_TIMEOUT, capture_output=True, text=True)
     log_text = log.read_text() if log.exists() else ""
     assert result.returncode == 0, result.stderr[-3000:] + log_text[-3000:]

@@ -13,6 +13,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import TCPTimedOutError
 
+from frontier.politeness import block_domain
 from messaging import keys
 from messaging.stats import BufferedStats, Stats
 from spiders.middlewares.retry_after import DomainBlocker, RetryAfterMiddleware
@@ -166,6 +167,17 @@ def test_block_lands_in_redis_with_the_retry_after_as_ttl(cf):
     asyncio.run(middleware.process_response(request, Response(request.url, status=503,
                                                                headers={"Retry-After": "86400"}, request=request)))
     assert 290_000 < redis.pttl(block) <= 300_000
+
+
+def test_block_domain_is_the_block_of_the_politeness_step(cf):
+    redis = cf.redis()
+    until = block_domain(redis, "blocked.example", 30)
+    seconds, micros = redis.time()
+    assert until == pytest.approx(seconds + micros / 1e6 + 30, abs=5)
+    assert int(redis.get(keys.block("blocked.example"))) / 1e6 == until
+    # a block is only ever extended: a shorter one leaves the end where it was, a longer one moves it
+    assert block_domain(redis, "blocked.example", 1) == until
+    assert block_domain(redis, "blocked.example", 60) > until
 
 
 def test_the_middleware_chain_counts_decodes_and_blocks(cf):

@@ -39,7 +39,7 @@ from scrapy.utils.test import get_crawler
 from twisted.internet import task
 from w3lib.url import canonicalize_url
 
-from spiders.pipelines import ITEM_PIPELINES
+from spiders.addon import ITEM_PIPELINES
 from spiders.signals import storage_backlog
 
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="LOG %(name)s %(levelname)s %(message)s")
@@ -106,7 +106,9 @@ async def main():
     if scenario == "batches":
         size = params["batch"]
         firsts = [feed(item("c1", n)) for n in range(size - 1)]
-        await asyncio.sleep(0.2)
+        # Every item has passed the pipelines before MongoDB's and waits in its buffer (not "some time went by"):
+        # a batch that is not full yet is not written before the flush timer (2 s) says so.
+        await until(lambda: pipeline.buffer.waiting == size - 1, 10, "the first items in the buffer")
         result["fired_before_batch_full"] = len(fired)
         result["stored_before_batch_full"] = check["c1"].count_documents({})
         firsts.append(feed(item("c1", size - 1)))

@@ -18,5 +18,6 @@ class ZookeeperPlugin(Plugin):
 
     def handle(self, request: Incoming, batch: Batch) -> None:
         data = request.data
+        assert request.request is not None  # plugins see valid requests only, each with its parsed Request
         tag = data.get("uuid") or request.request.digest
         batch.store(request, keys.zk_request(data["action"], data["domain"].lower().rstrip("."), data["userid"], tag))

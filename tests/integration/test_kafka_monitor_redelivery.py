@@ -1,4 +1,4 @@
-"""Hardening of the Kafka monitor: a redelivered first request is answered for what happened to the request."""
+"""The Kafka monitor and redelivery: a redelivered first request is answered for what happened to the request."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hardening of the intake and the monitors: one host rule, anchored patterns, request regexes, outage logging."""
+"""The intake and the monitors: one host rule, anchored patterns, request regexes, outage logging."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hardening of the master: a poison task is dead-lettered, a rolling restart does not stall dispatch, the finisher
+"""The master under faults: a poison task is dead-lettered, a rolling restart does not stall dispatch, the finisher
 does bounded work per check and runs off the dispatch path."""
 
 from __future__ import annotations

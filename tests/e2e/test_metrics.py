@@ -16,7 +16,7 @@ from deploy.procs import wait_for
 from messaging.clients import as_text
 from tests.integration.test_manager_api import ManagerProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e
 WAIT = 90
 
 
