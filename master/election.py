@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from messaging import keys
-from messaging.outage import OutageLog
 from messaging.clients import RedisClient
+from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
 

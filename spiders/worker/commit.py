@@ -164,8 +164,8 @@ class Committer:
                 by_namespace[namespace].append((url_fingerprint(url), None, False, ""))
             forced = id(finished) in redelivered
             digest = digests.get(id(finished), "")
-            for child in finished.children:
-                by_namespace[namespace].append((url_fingerprint(child.url), child, forced, digest))
+            for kid in finished.children:
+                by_namespace[namespace].append((url_fingerprint(kid.url), kid, forced, digest))
         new: list[Task] = []
         for namespace, entries in by_namespace.items():
             unique = list(dict.fromkeys(fp for fp, _, _, _ in entries))

@@ -34,7 +34,7 @@ IMPORTANCE_LUA = (lua_constants(DEFAULT_PRIORITY=DEFAULT_PRIORITY, LEVEL_STEP=LE
 
 
 def wants_importance(rule: dict[str, Any] | None) -> bool:
-    return bool(rule) and rule.get(RULE_FIELD) is True
+    return rule is not None and rule.get(RULE_FIELD) is True
 
 
 @dataclass(frozen=True)

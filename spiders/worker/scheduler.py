@@ -201,6 +201,7 @@ class FleetScheduler:
             return False
         del request.meta["fleet_slot"]  # spent: a follow-up copies the meta and needs a slot of its own
         self.crawler.stats.inc_value("fleet/pace/sent")
+        assert self.feed is not None  # a request with a slot was handed out by the open feed
         self.feed.sent(request.meta.get("task_member"))  # a leased task's request leaves the prefetch only now
         return True
 
