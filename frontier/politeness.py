@@ -115,7 +115,8 @@ class TakeResult:
     outcome: str
     domain: str
     now: float = 0.0  # Redis time of the step (seconds)
-    wait: float = 0.0  # seconds until the domain may open (throttled, blocked, robots pending)
+    wait: float = 0.0  # seconds until the domain may open (throttled, blocked, robots pending; taken: after the
+    # batch of steps that ended on such a refusal, spiders.worker.feed), for the ready index (frontier.ready)
     lease: Lease | None = None
     removed: list[Task] = field(default_factory=list)  # dropped (disallowed, blacklisted): mark them complete
 

@@ -4,7 +4,8 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
 
 - **registers** the job (``frontier.registry``: job id, spider type, host IP identity) and **heartbeats** every
   CRAWLFLEET_HEARTBEAT_INTERVAL seconds (busy while it holds tasks);
-- **takes** tasks with the fair domain walk (:class:`frontier.domain_walk.DomainWalk`) over the politeness step
+- **takes** tasks with the fair walk over the job's ready index (:class:`frontier.domain_walk.ReadyWalk`: only due,
+  non-empty domains are asked) over the politeness step
   (:meth:`frontier.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
   up to CRAWLFLEET_PREFETCH leased tasks ready for the downloader; when nothing can be taken it waits as long as the
   walk says (the earliest moment a domain may open, with a back-off that grows to CRAWLFLEET_IDLE_BACKOFF_MAX
@@ -41,8 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontier.adaptive import AdaptiveDelay, Sample
-from frontier.domain_walk import DomainWalk
+from frontier.domain_walk import ReadyWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
+from frontier.ready import ReadyIndex
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
@@ -78,6 +80,7 @@ class FeedConfig:
     idle_backoff_max: float = 2.0
     lease_seconds: float = 600.0
     crawl_refresh: float = 2.0
+    ready_reconcile: float = 60.0  # a full pass of the ready index's repair (CRAWLFLEET_READY_RECONCILE)
 
 
 class TaskFeed:
@@ -103,8 +106,9 @@ class TaskFeed:
         self.adaptive = adaptive  # the shared delays of adaptive sites (frontier.adaptive)
         self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
-        self.walk = DomainWalk(self._take, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
-                               max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
+        self.index = ReadyIndex(politeness.redis, politeness.job, politeness.spider_type)
+        self.walk = ReadyWalk(self._take, self.index, idle_poll=config.idle_backoff_max,
+                              reconcile_seconds=config.ready_reconcile, on_removed=self._removed)
         add_listener = getattr(politeness.rates, "add_listener", None)
         if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
             add_listener(self._site_changed)
@@ -287,6 +291,9 @@ class TaskFeed:
 
     def _first(self, results: list[TakeResult]) -> TakeResult:
         now = self.clock()
+        last = results[-1]
+        if results[0].lease is not None and last.outcome in Outcome.WAITING:
+            results[0].wait = last.wait  # the batch ended on a refusal: the domain is due when it said
         for n, result in enumerate(results):
             if result.lease is None:
                 continue
@@ -297,6 +304,7 @@ class TaskFeed:
             if n:
                 self.held[lease.member] = (lease, now)  # renewed like every lease held
                 self._extra.append(lease)
+                self.walk.lost += 1  # the walk counts its own lease; the batch's others leave the gauges here
         return results[0]
 
     def _adapt_some(self) -> None:
@@ -351,10 +359,13 @@ class TaskFeed:
     def _requeue_expired(self) -> None:
         """Leases of this job that expired (a task this process lost track of) go back to their domain queue."""
         held = {lease.member for lease, _ in self.held.values()}
+        returned: dict[str, int] = {}
         for domain in self.politeness.domains():
             for task in self.politeness.requeue_expired(domain):
+                returned[domain] = returned.get(domain, 0) + 1
                 if task.encode() not in held:
                     logger.warning("lease of %s had expired: back in the queue", task.url)
+        self.index.requeued(returned)  # after the queue writes: the ready index's invariant (frontier.ready)
 
     def _commit_some(self) -> None:
         batch: list[Finished] = []
