@@ -205,8 +205,12 @@ class ReadyWalk(_Walk):
         reconcile_tick: float = 1.0,
         max_batches: int = 4,
         on_removed: Callable[[list[Task]], None] | None = None,
+        take_group: Callable[[list[str]], list[TakeResult]] | None = None,
+        group: int = 1,
     ) -> None:
         self.take = take
+        self.take_group = take_group  # steps for several due domains in one go (frontier.take_batch), if given
+        self.group = group  # due domains per take_group call (the caller may change it between polls)
         self.index = index
         self.clock = clock or MonotonicClock()
         self.sleep = sleep
@@ -220,6 +224,7 @@ class ReadyWalk(_Walk):
         self.wake_in = 0.0
         self.lost = 0  # tasks taken or dropped from the queues since the last index call (the gauges go down)
         self._due: deque[str] = deque()
+        self._taken: deque[TakeResult] = deque()  # taken by a group call, handed out one per poll
         self._updates: list[tuple[str, str]] = []
         self._next_reconcile: float | None = None
         self._reopen: set[str | None] = set()
@@ -234,26 +239,42 @@ class ReadyWalk(_Walk):
     def poll(self) -> TakeResult | None:
         """Steps for the due domains, oldest due first: the first task taken, or ``None`` (:attr:`wake_in` says
         when to ask again)."""
+        if self._taken:
+            return self._taken.popleft()
         self._reconcile()
         for _ in range(self.max_batches):
             if not self._due and not self._fetch():
                 return None
             while self._due:
-                domain = self._due.popleft()
-                result = self.take(domain)
-                if result.removed:
-                    self.lost += len(result.removed)
-                    if self.on_removed is not None:
-                        self.on_removed(result.removed)
-                if result.outcome == Outcome.TAKEN:
-                    self.lost += 1
-                    # due again now, behind every domain already due (fair), or when the batch's refusal said
-                    self._updates.append((domain, ReadyIndex.set_op(result.now + result.wait)))
+                if self.take_group is not None and self.group > 1:
+                    domains = [self._due.popleft() for _ in range(min(self.group, len(self._due)))]
+                    results = self.take_group(domains)
+                else:
+                    domains = [self._due.popleft()]
+                    results = [self.take(domains[0])]
+                for domain, result in zip(domains, results, strict=True):
+                    self._learn(domain, result)
+                if self._taken:
                     self.wake_in = 0.0
-                    return result
-                self._closed(domain, result)
+                    return self._taken.popleft()
         self.wake_in = 0.0  # more may be due: the caller polls again at once
         return None
+
+    def _learn(self, domain: str, result: TakeResult) -> None:
+        """What a step said about ``domain`` goes to the index at the next call; a lease joins ``_taken``."""
+        if result.removed:
+            self.lost += len(result.removed)
+            if self.on_removed is not None:
+                self.on_removed(result.removed)
+        if result.outcome != Outcome.TAKEN:
+            self._closed(domain, result)
+            return
+        self.lost += 1
+        # due again now, behind every domain already due (fair), or when the batch's refusal said; drained:
+        # dropped (and re-checked, as after an empty step)
+        self._updates.append((domain, ReadyIndex.REMOVE if result.drained
+                              else ReadyIndex.set_op(result.now + result.wait)))
+        self._taken.append(result)
 
     def _closed(self, domain: str, result: TakeResult) -> None:
         self.skips[result.outcome] += 1

@@ -46,6 +46,7 @@ from frontier.domain_walk import ReadyWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.ready import ReadyIndex
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
+from frontier.take_batch import take_domains
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
@@ -54,6 +55,7 @@ logger = logging.getLogger(__name__)
 MIN_IDLE_BACKOFF = 0.05
 COMMIT_BATCH = 500
 TAKE_BATCH = 16  # politeness steps per round trip (Politeness.take_many): 2 round trips for up to 16 tasks
+TAKE_GROUP = 16  # due domains whose steps share those 2 round trips (frontier.take_batch), at most
 
 
 def default_job_id(spider_type: str) -> str:
@@ -108,7 +110,8 @@ class TaskFeed:
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
         self.index = ReadyIndex(politeness.redis, politeness.job, politeness.spider_type)
         self.walk = ReadyWalk(self._take, self.index, idle_poll=config.idle_backoff_max,
-                              reconcile_seconds=config.ready_reconcile, on_removed=self._removed)
+                              reconcile_seconds=config.ready_reconcile, on_removed=self._removed,
+                              take_group=self._take_group)
         add_listener = getattr(politeness.rates, "add_listener", None)
         if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
             add_listener(self._site_changed)
@@ -238,6 +241,7 @@ class TaskFeed:
             if self._extra:  # taken by the last step batch, beyond the lease the walk was given
                 lease = self._extra.popleft()
             else:
+                self.walk.group = max(1, min(TAKE_GROUP, self._room() // 2))
                 result = self.walk.poll()
                 if result is None or result.lease is None:
                     break
@@ -289,11 +293,24 @@ class TaskFeed:
         closest.removed = removed
         return closest
 
+    def _room(self) -> int:
+        return self.config.prefetch - len(self.ready) - len(self._extra)
+
+    def _take_group(self, domains: list[str]) -> list[TakeResult]:
+        """The politeness steps of several due domains in two round trips (frontier.take_batch), each domain's
+        share of the prefetch's room at once; through proxies, domain by domain (:meth:`_take`)."""
+        if self.proxies is not None:
+            return [self._take(domain) for domain in domains]
+        limit = max(1, min(TAKE_BATCH, self._room() // len(domains)))
+        return [self._first(results) for results in take_domains(self.politeness, domains, limit)]
+
     def _first(self, results: list[TakeResult]) -> TakeResult:
         now = self.clock()
         last = results[-1]
         if results[0].lease is not None and last.outcome in Outcome.WAITING:
             results[0].wait = last.wait  # the batch ended on a refusal: the domain is due when it said
+        if results[0].lease is not None:  # did the batch take the last task? then the ready index drops the domain
+            results[0].drained = last.drained or last.outcome == Outcome.EMPTY
         for n, result in enumerate(results):
             if result.lease is None:
                 continue
