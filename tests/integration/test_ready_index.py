@@ -137,3 +137,31 @@ def test_empty_domains_are_not_probed(cf: Any) -> None:
     old = DomainWalk(engine.take, engine.domains, max_empty_backoff=5.0)
     old_taken, old_cost = drain_counting(redis, old)
     assert old_taken == 200 and old_cost > 3 * many, (old_cost, many)
+
+
+def test_steps_for_a_group_of_domains_keep_the_queue_order_and_robots(svc: Any) -> None:
+    """frontier.take_batch: several domains' steps in two round trips; disallowed heads dropped, order kept, an
+    empty queue reported without a step, a throttled domain reported with its wait."""
+    from frontier.robots_cache import RobotsCache
+    from frontier.take_batch import take_domains
+    from messaging.tasks import queue_score
+
+    redis = svc.redis()
+    robots = RobotsCache(redis, lambda url: "User-agent: *\nDisallow: /private/\n")
+    rates = StaticSiteConfig(Rate(100, 60, burst=8))
+    engine = Politeness(redis, "w", "list", "10.0.0.1", rates, robots=robots)
+    for domain, paths in {"a.test": ["/1", "/private/x", "/2"], "b.test": ["/1"]}.items():
+        redis.zadd(keys.queue("w", domain), {Task(url=f"http://{domain}{p}", crawlid="c", spider_type="list").encode():
+                                             queue_score(100, n) for n, p in enumerate(paths)})
+    for domain in ("a.test", "b.test"):  # robots.txt known for both before the batch
+        robots.allowed(f"http://{domain}/", "crawlfleet")
+    a, b, empty = take_domains(engine, ["a.test", "b.test", "none.test"], 8)
+    assert [r.task.url for r in a] == ["http://a.test/1", "http://a.test/2"]
+    assert [t.url for t in a[0].removed] == ["http://a.test/private/x"]
+    assert [r.task.url for r in b] == ["http://b.test/1"] and b[0].drained
+    assert [r.outcome for r in empty] == ["empty"]
+    assert not redis.exists(keys.queue("w", "a.test")) and redis.zcard(keys.inflight("w", "a.test")) == 2
+    redis.zadd(keys.queue("w", "b.test"), {Task(url="http://b.test/9", crawlid="c", spider_type="list").encode(): 1})
+    slow = Politeness(redis, "w", "list", "10.0.0.1", StaticSiteConfig(Rate(1, 60)), robots=robots)
+    [refused] = take_domains(slow, ["b.test"], 8)
+    assert [r.outcome for r in refused] == ["throttled"] and refused[0].wait > 50
