@@ -1,15 +1,15 @@
 """The frontier without HTTP: simulated workers take and acknowledge as fast as Redis allows (issue 30).
 
     python -m bench.frontier [--domains 1000,100000] [--urls 1000000] [--workers 2] [--seconds 10] [--cluster]
-                             [--old] [--json]
+                             [--empty N] [--old] [--json]
 
 For each number of domains D: ``--urls`` queued URLs spread evenly over D domains and over ``--workers`` jobs are
 loaded straight into the jobs' domain queues, ``<job>:domains`` and the ready indexes (the dispatcher's landing
 helper, :func:`frontier.ready.add_to_index`); then one process per job takes tasks through the real walk
-(:class:`frontier.domain_walk.ReadyWalk`, up to 16 due domains per batch: :mod:`frontier.take_batch`) and the real
-politeness step (:meth:`frontier.politeness.Politeness.
-take_many`, batches of 16 as the worker's feed) and acknowledges them in batches (``Politeness.complete``), for
-``--seconds`` or until its queues are empty. Every site's rate is 10^6 hits per 60 s, so pacing never binds: what is
+(:class:`frontier.domain_walk.ReadyWalk`) and the real politeness step, batched as the worker's feed batches them
+with an empty prefetch of 32: 16 due domains per two round trips, 2 steps each (:mod:`frontier.take_batch`; the old
+walk: up to 16 steps of one domain, ``Politeness.take_many``, after reading the queue's heads as with robots.txt),
+and acknowledges them in batches of 64 (``Politeness.complete``), for ``--seconds`` or until its queues are empty. Every site's rate is 10^6 hits per 60 s, so pacing never binds: what is
 measured is the frontier's own cost.
 
 Printed per D: takes/s (all workers), Redis memory per queued URL (``used_memory`` after loading minus before, over
@@ -17,7 +17,9 @@ the URLs; every node on a cluster), the p99 latency of one take (a call of the w
 read when due domains ran out, plus one batch of steps), and Redis commands per take (INFO commandstats, calls
 inside scripts included). The goal: takes/s at the largest D >= 0.8 x takes/s at the smallest. ``--old`` also runs
 the round-robin walk over every domain (:class:`frontier.domain_walk.DomainWalk`, the walk before the ready index)
-at the largest D, for comparison. ``--cluster`` runs on the 3-node Redis Cluster of ``deploy.services``.
+at the largest D, for comparison; ``--empty N`` lists N more domains per job whose queues are drained (most hosts
+of a broad crawl, at any moment), which the old walk probes and the ready index never holds. ``--cluster`` runs on
+the 3-node Redis Cluster of ``deploy.services``.
 
 It starts its own Redis (``deploy.services``) under a temporary directory and stops it.
 """
@@ -83,9 +85,14 @@ def flush(redis: Any) -> None:
         node.flushall()
 
 
-def load_urls(redis: Any, jobs: list[str], domains: int, urls: int) -> None:
+def load_urls(redis: Any, jobs: list[str], domains: int, urls: int, empty: int = 0) -> None:
     """``urls`` tasks round robin over ``domains`` domains and over the jobs (URL n to job n % jobs: every job holds
-    tasks of every domain, as the dispatcher spreads a busy domain's tasks)."""
+    tasks of every domain, as the dispatcher spreads a busy domain's tasks); ``empty`` more domains per job are in
+    ``<job>:domains`` with an empty queue (drained earlier, as most hosts of a broad crawl)."""
+    for start in range(0, empty, LOAD_CHUNK):
+        names = [f"drained{n}.test" for n in range(start, min(empty, start + LOAD_CHUNK))]
+        for job in jobs:
+            redis.sadd(keys.job_domains(job), *names)
     for start in range(0, urls, LOAD_CHUNK):
         per_queue: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
         for n in range(start, min(urls, start + LOAD_CHUNK)):
@@ -173,12 +180,12 @@ def p99(values: list[float]) -> float:
 
 
 def measure(redis: Any, env: dict[str, str], domains: int, urls: int, workers: int, seconds: float,
-            old: bool = False) -> dict[str, Any]:
+            old: bool = False, empty: int = 0) -> dict[str, Any]:
     flush(redis)
     jobs = [f"sim{n}" for n in range(workers)]
     before = used_memory(redis)
     loaded_at = time.perf_counter()
-    load_urls(redis, jobs, domains, urls)
+    load_urls(redis, jobs, domains, urls, empty)
     load_seconds = time.perf_counter() - loaded_at
     memory = used_memory(redis) - before
     calls_before = command_calls(redis)
@@ -197,14 +204,16 @@ def measure(redis: Any, env: dict[str, str], domains: int, urls: int, workers: i
     takes = sum(r["takes"] for r in results)
     elapsed = max(r["elapsed"] for r in results)
     latencies = [value for r in results for value in r["latencies"]]
-    return {"domains": domains, "urls": urls, "walk": "round-robin (old)" if old else "ready index",
+    return {"domains": domains, "empty_domains": empty, "urls": urls,
+            "walk": "round-robin (old)" if old else "ready index",
             "takes": takes, "takes_per_s": round(takes / elapsed, 1),
             "memory_per_url_bytes": round(memory / urls, 1), "p99_take_ms": round(p99(latencies) * 1000, 2),
             "commands_per_take": round(calls / takes, 2) if takes else None, "load_s": round(load_seconds, 1)}
 
 
 def print_row(row: dict[str, Any]) -> None:
-    print(f"{row['walk']:>18}  domains {row['domains']:>7}  takes/s {row['takes_per_s']:>8}  "
+    print(f"{row['walk']:>18}  domains {row['domains']:>7} (+{row['empty_domains']} empty)  "
+          f"takes/s {row['takes_per_s']:>8}  "
           f"memory/URL {row['memory_per_url_bytes']:>6} B  p99 take {row['p99_take_ms']:>7} ms  "
           f"commands/take {row['commands_per_take']}  ({row['takes']} takes)", flush=True)
 
@@ -215,13 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--urls", type=int, default=1_000_000, help="queued URLs (each run)")
     parser.add_argument("--workers", type=int, default=2, help="simulated workers (one job and process each)")
     parser.add_argument("--seconds", type=float, default=10.0, help="longest time of each run")
+    parser.add_argument("--empty", type=int, default=0, help="more domains per job, listed but drained")
     parser.add_argument("--cluster", action="store_true", help="on the 3-node Redis Cluster")
     parser.add_argument("--old", action="store_true", help="also run the round-robin walk at the largest D")
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
     args = parser.parse_args(argv)
     counts = [int(value) for value in args.domains.split(",")]
-    if not counts or min(counts) <= 0 or args.urls <= 0 or args.workers <= 0:
-        parser.error("--domains, --urls and --workers must be positive")
+    if not counts or min(counts) <= 0 or args.urls <= 0 or args.workers <= 0 or args.empty < 0:
+        parser.error("--domains, --urls and --workers must be positive, --empty not negative")
     rows = []
     with tempfile.TemporaryDirectory(prefix="crawlfleet-bench-frontier-") as tmp:
         run_dir = Path(tmp) / "services"
@@ -231,10 +241,12 @@ def main(argv: list[str] | None = None) -> int:
                    "CRAWLFLEET_REDIS_CLUSTER": "1" if args.cluster else "0"}
             redis = client(env)
             for domains in counts:
-                rows.append(measure(redis, env, domains, args.urls, args.workers, args.seconds))
+                rows.append(measure(redis, env, domains, args.urls, args.workers, args.seconds,
+                                    empty=args.empty))
                 print_row(rows[-1])
             if args.old:
-                rows.append(measure(redis, env, max(counts), args.urls, args.workers, args.seconds, old=True))
+                rows.append(measure(redis, env, max(counts), args.urls, args.workers, args.seconds, old=True,
+                                    empty=args.empty))
                 print_row(rows[-1])
             flush(redis)
             redis.close()
