@@ -9,8 +9,8 @@ helper, :func:`frontier.ready.add_to_index`); then one process per job takes tas
 (:class:`frontier.domain_walk.ReadyWalk`) and the real politeness step, batched as the worker's feed batches them
 with an empty prefetch of 32: 16 due domains per two round trips, 2 steps each (:mod:`frontier.take_batch`; the old
 walk: up to 16 steps of one domain, ``Politeness.take_many``, after reading the queue's heads as with robots.txt),
-and acknowledges them in batches of 64 (``Politeness.complete``), for ``--seconds`` or until its queues are empty. Every site's rate is 10^6 hits per 60 s, so pacing never binds: what is
-measured is the frontier's own cost.
+and acknowledges them in batches of 64 (``Politeness.complete``), for ``--seconds`` or until its queues are empty.
+Every site's rate is 10^6 hits per 60 s, so pacing never binds: what is measured is the frontier's own cost.
 
 Printed per D: takes/s (all workers), Redis memory per queued URL (``used_memory`` after loading minus before, over
 the URLs; every node on a cluster), the p99 latency of one take (a call of the walk that returns a lease: the index
