@@ -318,8 +318,8 @@ class TaskFeed:
             proxy = self.proxy_of.get(lease.member)
             self.send_at[lease.member] = SendSlot(lease.domain, now + max(0.0, lease.not_before - result.now),
                                                   lease.slack, lease.hit, proxy.address if proxy else None)
+            self.held[lease.member] = (lease, now)  # renewed like every lease held, also while it waits in the walk
             if n:
-                self.held[lease.member] = (lease, now)  # renewed like every lease held
                 self._extra.append(lease)
                 self.walk.lost += 1  # the walk counts its own lease; the batch's others leave the gauges here
         return results[0]
