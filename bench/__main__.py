@@ -30,6 +30,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "scaling": [],
     "recrawl": [],
     "render": ["--renders", "600"],
+    "frontier": ["--domains", "1000,100000", "--urls", "200000", "--seconds", "5"],
 }
 
 

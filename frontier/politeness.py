@@ -115,9 +115,11 @@ class TakeResult:
     outcome: str
     domain: str
     now: float = 0.0  # Redis time of the step (seconds)
-    wait: float = 0.0  # seconds until the domain may open (throttled, blocked, robots pending)
+    wait: float = 0.0  # seconds until the domain may open (throttled, blocked, robots pending; taken: after the
+    # batch of steps that ended on such a refusal, spiders.worker.feed), for the ready index (frontier.ready)
     lease: Lease | None = None
     removed: list[Task] = field(default_factory=list)  # dropped (disallowed, blacklisted): mark them complete
+    drained: bool = False  # taken: the queue held no more tasks after it (the ready index drops the domain)
 
     @property
     def task(self) -> Task | None:
@@ -314,7 +316,7 @@ class Politeness:
             self._count(Outcome.TAKEN)
             lease = Lease(domain, as_text(reply[3]), value / US, not_before=int(reply[4]) / US,
                           slack=int(reply[6]) / US, hit=as_text(reply[5]))
-            return TakeResult(Outcome.TAKEN, domain, at, lease=lease)
+            return TakeResult(Outcome.TAKEN, domain, at, lease=lease, drained=len(reply) > 7 and int(reply[7]) == 0)
         if status in (Outcome.THROTTLED, Outcome.BLOCKED):
             self._count(status)
         return TakeResult(status, domain, at, wait=value / US)

@@ -65,6 +65,7 @@ class Requeuer:
             (self._collect, [keys.queue(job, d), keys.inflight(job, d), keys.lease_scores(job, d),
                              keys.requeue_outbox(job, d)], []) for d in domains])
         moved = 0
+        spider_type = ""
         for domain, raw_tasks in zip(domains, collected, strict=True):
             tasks = [as_text(t) for t in raw_tasks]
             if tasks:
@@ -72,6 +73,7 @@ class Requeuer:
                 args: list[Any] = [self.epoch, MARKER_TTL]
                 for member in tasks:
                     task = Task.decode(member)
+                    spider_type = task.spider_type
                     per_crawl[task.crawlid] += 1
                     args += [member, task.priority, task.crawlid]
                 marker = keys.requeue_marker(job, domain)
@@ -93,9 +95,17 @@ class Requeuer:
             self.redis.srem(keys.job_domains(job), domain)
         if not self.redis.scard(keys.job_domains(job)):
             self.redis.delete(keys.job_domains(job))
+            self._forget_ready(job, spider_type)
         if moved:
             logger.info("requeued %d tasks of retired job %s", moved, job)
         return moved
+
+    def _forget_ready(self, job: str, spider_type: str) -> None:
+        """The job's ready index and gauge (frontier.ready) go; what its gauge held leaves the spider type's."""
+        left = self.redis.getdel(keys.ready_tasks(job))
+        self.redis.delete(keys.ready(job))
+        if left is not None and int(left) > 0 and spider_type:
+            self.redis.decrby(keys.ready_tasks_type(spider_type), int(left))
 
     def pending_jobs(self, retired: list[str]) -> list[str]:
         """Retired jobs whose requeue is not finished (a leader died during it)."""

@@ -8,7 +8,8 @@ nodes), so no single call can move a task between them. A batch therefore moves 
    staging hash ``master:{seeds}:staging:<epoch>``. A staged task still counts as pending in ``seeds``' slot.
 2. **land** (one call per domain slot): claim the batch's *landing marker* of the domain
    (``master:{<domain>}:landed:<batch>``, ``SET NX``) and, only if the claim succeeds, add the tasks to their
-   queues and count them in the domain's per-crawl pending counts.
+   queues and count them in the domain's per-crawl pending counts. Once the land calls have returned, the domains
+   that received tasks enter their jobs' ready indexes (``frontier.ready``: after the queue, never before).
 3. **settle** (``seeds`` slot, guarded by deleting the batch from the staging hash, so it happens once): tasks of
    domains that landed leave ``seeds``' pending counts (and count in the spider type's dispatched-per-minute
    window); tasks of domains whose marker was *revoked* go back into ``seeds`` at their old score.
@@ -41,11 +42,12 @@ from typing import Any
 
 from frontier import finish_hints
 from frontier.lua import PENDING_LUA
+from frontier.ready import add_to_index
 from master.lua import LUA
 from messaging import keys
 from messaging.clients import RedisClient, as_text
 from messaging.domains import host_problem
-from messaging.scripts import lua_source, run_scripts
+from messaging.scripts import is_cluster, lua_source, run_scripts
 
 MARKER_TTL = 86400
 DEAD_LETTER_CAP = 10_000  # records kept in the dead-letter list (and at most waiting in its outbox)
@@ -149,19 +151,43 @@ class Staging:
                 self._known.clear()
             self._known.update((key, domain) for key, domains in members.items() for domain in domains)
         calls = []
+        owners: list[list[tuple[str, str]]] = []  # per call: (job, spider type) of each queue
         for domain, group in by_domain.items():
             queues: list[str] = []
+            owner: list[tuple[str, str]] = []
             args: list[Any] = [MARKER_TTL]
             for pick in group:
                 queue = keys.queue(pick.job, domain)
                 if queue not in queues:
                     queues.append(queue)
+                    owner.append((pick.job, pick.spider_type))
                 args += [queues.index(queue) + 1, repr(pick.queue_score), pick.member, pick.crawlid]
             calls.append((self._land, [keys.dispatch_landed(domain, batch), keys.pending_domain(domain), *queues],
                           args))
+            owners.append(owner)
         results = run_scripts(self.redis, calls)
-        landed = {domain: int(result) >= 0 for domain, result in zip(by_domain, results, strict=True)}
+        landed = {domain: not isinstance(result, int) for domain, result in zip(by_domain, results, strict=True)}
+        self._index(by_domain, owners, results)
         return {**landed, **dict.fromkeys(unkeyable, False)}
+
+    def _index(self, by_domain: dict[str, list[Pick]], owners: list[list[tuple[str, str]]],
+               results: list[Any]) -> None:
+        """After the land calls returned (never before: frontier.ready's invariant), the domains that received
+        tasks enter their jobs' ready indexes and the ready gauges count the tasks."""
+        counts: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+        for domain, owner, result in zip(by_domain, owners, results, strict=True):
+            if isinstance(result, int):
+                continue  # revoked
+            for (job, spider_type), added in zip(owner, result[1:], strict=False):
+                if int(added):
+                    counts[(job, spider_type)][domain] = int(added)
+        if not counts:
+            return
+        pipe = None if is_cluster(self.redis) else self.redis.pipeline(transaction=False)
+        for (job, spider_type), per_domain in counts.items():
+            add_to_index(self.redis, job, spider_type, per_domain, pipe=pipe)
+        if pipe is not None:
+            pipe.execute()
 
     def settle(self, batch: str, staged: list[Staged], landed: dict[str, bool], minute: int,
                epoch: int | None = None, picks: list[Pick] | None = None) -> bool:

@@ -110,6 +110,22 @@ def job_domains(job: str) -> str:
     return f"{job}:domains"
 
 
+# --- a job's ready index (hash tag: the job; frontier/ready.py) ---------------------------------------------------
+def ready(job: str) -> str:
+    """zset: the job's domains that may have queued tasks -> when each may next be fetched (us, Redis clock)."""
+    return f"{job}:{{{job}}}:ready"
+
+
+def ready_tasks(job: str) -> str:
+    """string: the job's queued (not leased) tasks, a gauge kept by landing, take and requeue (for autoscalers)."""
+    return f"{job}:{{{job}}}:readytasks"
+
+
+def ready_tasks_type(spider_type: str) -> str:
+    """string: queued (not leased) tasks of every job of the spider type: one key for an autoscaler (KEDA)."""
+    return f"readytasks:{spider_type}"
+
+
 def queue_pattern(job: str = "*") -> str:
     """SCAN pattern of domain queues (of one job, or every job)."""
     return f"{job}:{{*}}:queue"

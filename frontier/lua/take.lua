@@ -13,8 +13,9 @@
 --
 -- The hit is reserved at the earliest slot both buckets and both windows allow (pace.lua); the task is taken only
 -- if that slot is at most the horizon ahead, and the worker sends it no earlier than the slot.
--- Reply: {status, now, value, task, slot, hit, slack}; value = microseconds to wait (blocked, throttled) or the
--- lease deadline (ok); slot = when the request may go out (us); slack = how late it may still go out (us).
+-- Reply: {status, now, value, task, slot, hit, slack, left}; value = microseconds to wait (blocked, throttled) or
+-- the lease deadline (ok); slot = when the request may go out (us); slack = how late it may still go out (us);
+-- left = tasks still queued (0: the walk drops the domain from the job's ready index, frontier/ready.py).
 -- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
@@ -54,4 +55,5 @@ redis.call('ZREM', KEYS[1], task)
 redis.call('ZADD', KEYS[2], deadline, task)
 redis.call('HSET', KEYS[3], task, score)
 redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
-return {'ok', pace_fmt(now), pace_fmt(deadline), task, pace_fmt(slot), hit, pace_fmt(slack)}
+return {'ok', pace_fmt(now), pace_fmt(deadline), task, pace_fmt(slot), hit, pace_fmt(slack),
+        redis.call('ZCARD', KEYS[1])}

@@ -6,7 +6,8 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   **heartbeat** (:class:`~spiders.worker.heartbeat.Heartbeat`: every CRAWLFLEET_HEARTBEAT_INTERVAL seconds, busy while
   it holds tasks) on a thread and a Redis connection of its own, so that a long walk or commit never delays it; each
   beat carries the seconds since this thread's last pass, so the registry shows a slow worker as slow, not gone;
-- **takes** tasks with the fair domain walk (:class:`frontier.domain_walk.DomainWalk`) over the politeness step
+- **takes** tasks with the fair walk over the job's ready index (:class:`frontier.domain_walk.ReadyWalk`: only due,
+  non-empty domains are asked) over the politeness step
   (:meth:`frontier.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
   up to CRAWLFLEET_PREFETCH leased tasks not yet sent (ready for the downloader, or handed to the scheduler and
   waiting there for their slot: :meth:`TaskFeed.sent` frees their room); when nothing can be taken it waits as long
@@ -44,9 +45,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontier.adaptive import AdaptiveDelay, Sample
-from frontier.domain_walk import DomainWalk
+from frontier.domain_walk import ReadyWalk
 from frontier.politeness import Lease, Outcome, Politeness, TakeResult
+from frontier.ready import ReadyIndex
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
+from frontier.take_batch import take_domains
 from messaging.counts import BLACKLISTED, ROBOTS
 from messaging.outage import OutageLog
 from messaging.settings import default
@@ -59,6 +62,7 @@ logger = logging.getLogger(__name__)
 MIN_IDLE_BACKOFF = 0.05
 COMMIT_BATCH = 500
 TAKE_BATCH = 16  # politeness steps per round trip (Politeness.take_many): 2 round trips for up to 16 tasks
+TAKE_GROUP = 16  # due domains whose steps share those 2 round trips (frontier.take_batch), at most
 
 
 def default_job_id(spider_type: str) -> str:
@@ -87,6 +91,7 @@ class FeedConfig:
     idle_backoff_max: float = default("CRAWLFLEET_IDLE_BACKOFF_MAX")
     lease_seconds: float = default("CRAWLFLEET_LEASE_SECONDS")
     crawl_refresh: float = default("CRAWLFLEET_CRAWL_REFRESH")
+    ready_reconcile: float = default("CRAWLFLEET_READY_RECONCILE")  # a full pass of the ready index's repair
 
 
 class TaskFeed:
@@ -114,8 +119,10 @@ class TaskFeed:
         self.adaptive = adaptive  # the shared delays of adaptive sites (frontier.adaptive)
         self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
-        self.walk = DomainWalk(self._take_step, politeness.domains, min_empty_backoff=MIN_IDLE_BACKOFF,
-                               max_empty_backoff=config.idle_backoff_max, on_removed=self._removed)
+        self.index = ReadyIndex(politeness.redis, politeness.job, politeness.spider_type)
+        self.walk = ReadyWalk(self._take, self.index, idle_poll=config.idle_backoff_max,
+                              reconcile_seconds=config.ready_reconcile, on_removed=self._removed,
+                              take_group=self._take_group)
         add_listener = getattr(politeness.rates, "add_listener", None)
         if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
             add_listener(self._site_changed)
@@ -285,6 +292,7 @@ class TaskFeed:
             if self._extra:  # taken by the last step batch, beyond the lease the walk was given
                 lease = self._extra.popleft()
             else:
+                self.walk.group = max(1, min(TAKE_GROUP, self._room() // 2))
                 result = self.walk.poll()
                 if result is None or result.lease is None:
                     break
@@ -346,8 +354,24 @@ class TaskFeed:
         closest.removed = removed
         return closest
 
+    def _room(self) -> int:
+        return self.config.prefetch - len(self.ready) - len(self._extra)
+
+    def _take_group(self, domains: list[str]) -> list[TakeResult]:
+        """The politeness steps of several due domains in two round trips (frontier.take_batch), each domain's
+        share of the prefetch's room at once; through proxies, domain by domain (:meth:`_take`)."""
+        if self.proxies is not None:
+            return [self._take(domain) for domain in domains]
+        limit = max(1, min(TAKE_BATCH, self._room() // len(domains)))
+        return [self._first(results) for results in take_domains(self.politeness, domains, limit)]
+
     def _first(self, results: list[TakeResult]) -> TakeResult:
         now = self.clock()
+        last = results[-1]
+        if results[0].lease is not None and last.outcome in Outcome.WAITING:
+            results[0].wait = last.wait  # the batch ended on a refusal: the domain is due when it said
+        if results[0].lease is not None:  # did the batch take the last task? then the ready index drops the domain
+            results[0].drained = last.drained or last.outcome == Outcome.EMPTY
         for n, result in enumerate(results):
             if result.lease is None:
                 continue
@@ -355,9 +379,10 @@ class TaskFeed:
             proxy = self.proxy_of.get(lease.member)
             self.send_at[lease.member] = SendSlot(lease.domain, now + max(0.0, lease.not_before - result.now),
                                                   lease.slack, lease.hit, proxy.address if proxy else None)
+            self.held[lease.member] = (lease, now)  # renewed like every lease held, also while it waits in the walk
             if n:
-                self.held[lease.member] = (lease, now)  # renewed like every lease held
                 self._extra.append(lease)
+                self.walk.lost += 1  # the walk counts its own lease; the batch's others leave the gauges here
         return results[0]
 
     def _adapt_some(self) -> None:
@@ -414,10 +439,13 @@ class TaskFeed:
     def _requeue_expired(self) -> None:
         """Leases of this job that expired (a task this process lost track of) go back to their domain queue."""
         held = {lease.member for lease, _ in self.held.values()}
+        returned: dict[str, int] = {}
         for domain in self.politeness.domains():
             for task in self.politeness.requeue_expired(domain):
+                returned[domain] = returned.get(domain, 0) + 1
                 if task.encode() not in held:
                     logger.warning("lease of %s had expired: back in the queue", task.url)
+        self.index.requeued(returned)  # after the queue writes: the ready index's invariant (frontier.ready)
 
     def _commit_some(self) -> None:
         batch: list[Finished] = []

@@ -265,7 +265,8 @@ class FleetScheduler:
         info = WorkerInfo(job, spider_type, worker_ip(s), s.node_name or socket.gethostname(), os.getpid())
         config = FeedConfig(prefetch=s.prefetch, commit_interval=s.commit_interval,
                             heartbeat_interval=s.heartbeat_interval, idle_backoff_max=s.idle_backoff_max,
-                            lease_seconds=s.lease_seconds, crawl_refresh=s.crawl_refresh)
+                            lease_seconds=s.lease_seconds, crawl_refresh=s.crawl_refresh,
+                            ready_reconcile=s.ready_reconcile)
         self.feed = TaskFeed(info, politeness, WorkerRegistry(redis), catalog, committer, config,
                              on_ready=self._nudge_from_thread,
                              on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type),
