@@ -355,7 +355,8 @@ class TaskFeed:
         return closest
 
     def _room(self) -> int:
-        return self.config.prefetch - len(self.ready) - len(self._extra)
+        """Free places in the prefetch: neither ready, popped and unsent, nor taken and waiting in ``_extra``."""
+        return self.config.prefetch - self.prefetched() - len(self._extra)
 
     def _take_group(self, domains: list[str]) -> list[TakeResult]:
         """The politeness steps of several due domains in two round trips (frontier.take_batch), each domain's

@@ -10,6 +10,7 @@ import pytest
 from deploy.procs import wait_for
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Politeness
+from frontier.ready import add_to_index
 from frontier.registry import WorkerInfo, WorkerRegistry
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.finisher import Finisher
@@ -145,6 +146,7 @@ def test_popped_tasks_whose_request_has_not_gone_out_count_against_the_prefetch(
     redis.sadd(keys.job_domains("job-p"), start.domain)
     redis.zadd(keys.queue("job-p", start.domain), {task.encode(): n for n, task in enumerate(tasks)})
     redis.hincrby(keys.pending_domain(start.domain), CRAWL, len(tasks))
+    add_to_index(redis, "job-p", "list", {start.domain: len(tasks)})  # landed: the domain is in the ready index
     feed = TaskFeed(WorkerInfo("job-p", "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis),
                     catalog, committer, FeedConfig(prefetch=4))  # not started: this test turns the feed's crank
     assert feed._fill() and len(feed.ready) == 4
