@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 
 FAILED_PREFIX = "failed:"
 START_FAILURE = "start"
@@ -46,7 +46,7 @@ def failure_reason(status: int | None = None, error: str = "") -> str:
     return (error or "failed").replace("\n", " ")[:80]
 
 
-def read_counts(redis: Any, crawlid: str) -> CrawlCounts:
+def read_counts(redis: RedisClient, crawlid: str) -> CrawlCounts:
     """The crawl's counts (one ``HGETALL`` of its small totals hash)."""
     totals = {as_text(k): as_text(v) for k, v in (redis.hgetall(keys.crawl_totals(crawlid)) or {}).items()}
     if not totals:  # nothing counted yet, or a crawl counted before the totals existed

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from messaging.clients import RedisClient
 from messaging.identity import worker_ip
 from messaging.metrics import serve_metrics
 from messaging.outage import quiet_reconnects
@@ -26,7 +27,7 @@ QUIET_LIBRARIES = ("kafka", "kazoo")
 
 
 class Service(Protocol):
-    redis: Any
+    redis: RedisClient
     stats: Stats
 
     def run(self) -> None: ...

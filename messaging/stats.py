@@ -34,6 +34,7 @@ from prometheus_client import Counter
 from redis.cluster import RedisCluster
 
 from messaging import keys
+from messaging.clients import RedisClient
 from messaging.clock import NOW_SECONDS_LUA
 from messaging.outage import OutageLog
 from messaging.scripts import LUA, lua_source
@@ -59,7 +60,7 @@ def _now_arg(now: float | None) -> str:
 class RollingCounter:
     """Hits in the last ``window`` seconds, in bounded memory."""
 
-    def __init__(self, redis: Any, key: str, window: int, buckets: int = BUCKETS_PER_WINDOW) -> None:
+    def __init__(self, redis: RedisClient, key: str, window: int, buckets: int = BUCKETS_PER_WINDOW) -> None:
         if window <= 0 or buckets <= 0:
             raise ValueError("window and buckets must be positive")
         self.redis = redis
@@ -82,7 +83,7 @@ class RollingCounter:
 class StepCounter:
     """Hits per fixed period of ``step`` seconds aligned to the epoch; the last :data:`STEPS_KEPT` are kept."""
 
-    def __init__(self, redis: Any, key: str, step: int, kept: int = STEPS_KEPT) -> None:
+    def __init__(self, redis: RedisClient, key: str, step: int, kept: int = STEPS_KEPT) -> None:
         if step <= 0:
             raise ValueError("step must be positive")
         self.redis = redis
@@ -107,7 +108,7 @@ class StepCounter:
 class Stats:
     """The counters of one module: ``incr(plugin)`` bumps every window, the lifetime total and Prometheus."""
 
-    def __init__(self, redis: Any, module: str, windows: Iterable[int] = DEFAULT_WINDOWS,
+    def __init__(self, redis: RedisClient, module: str, windows: Iterable[int] = DEFAULT_WINDOWS,
                  step: int | None = 3600) -> None:
         self.redis = redis
         self.module = module

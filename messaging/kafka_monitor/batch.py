@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from messaging import keys
+from messaging.clients import RedisClient
 from messaging.scripts import lua_source
 from messaging.tasks import PUSH_SEEDS_LUA, CrawlFields, Task, push_seeds_call
 from messaging.validation import Rejected, Request, content_digest
@@ -96,7 +97,7 @@ def _uuid_of_rejected(raw: bytes) -> str | None:
 class Batch:
     """The writes one poll's plugins queued; :meth:`write` performs them."""
 
-    def __init__(self, redis: Any, dedup_ttl: int, request_ttl: int) -> None:
+    def __init__(self, redis: RedisClient, dedup_ttl: int, request_ttl: int) -> None:
         self.redis = redis
         self.dedup_ttl = dedup_ttl
         self.request_ttl = request_ttl

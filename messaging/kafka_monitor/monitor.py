@@ -25,6 +25,7 @@ from kafka.errors import CommitFailedError
 
 from messaging import clients, keys, modules
 from messaging.answers import answer_for, failed_record
+from messaging.clients import RedisClient
 from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
 from messaging.outage import OutageLog
@@ -64,7 +65,8 @@ def _names(partitions: Any) -> str:
 
 
 class KafkaMonitor:
-    def __init__(self, settings: Settings, redis: Any = None, plugins: list[Plugin] | None = None) -> None:
+    def __init__(self, settings: Settings, redis: RedisClient | None = None,
+                 plugins: list[Plugin] | None = None) -> None:
         self.settings = settings
         self.redis = redis if redis is not None else clients.redis_client(settings)
         self.plugins = plugins if plugins is not None else load_plugins(settings.kafka_monitor_plugins)

@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.tasks import Task
 
 SCAN_COUNT = 1000
@@ -33,7 +32,7 @@ def member_pattern(crawlid: str) -> str:
     return "*" + _glob_escape('"crawlid":' + json.dumps(crawlid, ensure_ascii=False)) + "[,}]*"
 
 
-def task_keys(redis: Any) -> Iterator[tuple[str, str]]:
+def task_keys(redis: RedisClient) -> Iterator[tuple[str, str]]:
     """(key, where) of every zset that can hold tasks: ``seeds``, then queues and leases of every job."""
     yield keys.SEEDS, SEEDS
     for pattern, where in ((keys.queue_pattern(), QUEUE), (keys.inflight_pattern(), INFLIGHT)):
@@ -41,7 +40,7 @@ def task_keys(redis: Any) -> Iterator[tuple[str, str]]:
             yield as_text(key), where
 
 
-def crawl_members(redis: Any, key: str, crawlid: str) -> Iterator[tuple[bytes, Task]]:
+def crawl_members(redis: RedisClient, key: str, crawlid: str) -> Iterator[tuple[bytes, Task]]:
     """The crawl's tasks in one zset, as (member, task)."""
     for member, _score in redis.zscan_iter(key, match=member_pattern(crawlid), count=SCAN_COUNT):
         try:

@@ -30,7 +30,7 @@ from redis.exceptions import ResponseError
 
 from messaging import clients, keys, modules
 from messaging.answers import ERROR, OK, REJECTED, answer
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.clock import Clock
 from messaging.outage import OutageLog
 from messaging.plugins import load_plugins
@@ -53,7 +53,7 @@ Entry = tuple[str, str, dict[Any, Any]]  # stream, entry id, fields
 logger = logging.getLogger("crawlfleet.redis_monitor")
 
 class RedisMonitor:
-    def __init__(self, settings: Settings, redis: Any = None, producer: Any = None,
+    def __init__(self, settings: Settings, redis: RedisClient | None = None, producer: Any = None,
                  plugins: list[Plugin] | None = None, clock: Clock | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings

@@ -120,7 +120,7 @@ class TaskFeed:
         self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
         self.index = ReadyIndex(politeness.redis, politeness.job, politeness.spider_type)
-        self.walk = ReadyWalk(self._take, self.index, idle_poll=config.idle_backoff_max,
+        self.walk = ReadyWalk(self._take_step, self.index, idle_poll=config.idle_backoff_max,
                               reconcile_seconds=config.ready_reconcile, on_removed=self._removed,
                               take_group=self._take_group)
         add_listener = getattr(politeness.rates, "add_listener", None)
@@ -321,7 +321,9 @@ class TaskFeed:
     def _take_step(self, domain: str) -> TakeResult:
         """:meth:`_take`, with the tasks of a blacklisted domain's dropped queue counted as ``blacklisted`` here (the
         walk hands the other tasks removed, those robots.txt disallows, to :meth:`_removed`)."""
-        result = self._take(domain)
+        return self._blacklisted_counted(self._take(domain))
+
+    def _blacklisted_counted(self, result: TakeResult) -> TakeResult:
         if result.outcome == Outcome.BLACKLISTED and result.removed:
             self._removed(result.removed, reason=BLACKLISTED)
             result.removed = []
@@ -362,9 +364,10 @@ class TaskFeed:
         """The politeness steps of several due domains in two round trips (frontier.take_batch), each domain's
         share of the prefetch's room at once; through proxies, domain by domain (:meth:`_take`)."""
         if self.proxies is not None:
-            return [self._take(domain) for domain in domains]
+            return [self._take_step(domain) for domain in domains]
         limit = max(1, min(TAKE_BATCH, self._room() // len(domains)))
-        return [self._first(results) for results in take_domains(self.politeness, domains, limit)]
+        return [self._blacklisted_counted(self._first(results))
+                for results in take_domains(self.politeness, domains, limit)]
 
     def _first(self, results: list[TakeResult]) -> TakeResult:
         now = self.clock()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from messaging import clients
+from messaging.clients import RedisClient
 from messaging.settings import Settings
 
 
@@ -27,7 +28,7 @@ class Refused(Exception):
 class Context:
     """What the plugins use: Redis, the settings, and ZooKeeper/MongoDB clients opened on first use."""
 
-    redis: Any
+    redis: RedisClient
     settings: Settings
     _zk: Any = field(default=None, repr=False)
     _mongo: Any = field(default=None, repr=False)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from messaging import keys
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.counts import read_counts
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin
@@ -31,7 +31,7 @@ DEAD_LETTER_LOOKBACK = 1000  # records of the dead-letter list searched for them
 
 
 
-def crawl_info(redis: Any, crawlid: str) -> dict[str, Any]:
+def crawl_info(redis: RedisClient, crawlid: str) -> dict[str, Any]:
     """Counts of one crawl's tasks by where they wait, by domain and by job."""
     totals = {"pending": 0, "queued": 0, "leased": 0}
     domains: dict[str, dict[str, int]] = defaultdict(lambda: {"pending": 0, "queued": 0, "leased": 0})
@@ -53,7 +53,7 @@ def crawl_info(redis: Any, crawlid: str) -> dict[str, Any]:
     }
 
 
-def dead_letters(redis: Any, crawlid: str, samples: int = DEAD_LETTER_SAMPLES) -> dict[str, Any]:
+def dead_letters(redis: RedisClient, crawlid: str, samples: int = DEAD_LETTER_SAMPLES) -> dict[str, Any]:
     """How many of the crawl's tasks the dispatcher could not place, and the latest few with their reasons."""
     count = int(redis.hget(keys.DEAD_LETTER_COUNTS, crawlid) or 0)
     latest: list[dict[str, Any]] = []
@@ -68,7 +68,7 @@ def dead_letters(redis: Any, crawlid: str, samples: int = DEAD_LETTER_SAMPLES) -
     return {"dead_letters": count, "dead_letter_samples": latest}
 
 
-def revisit_summary(redis: Any, crawlid: str, now: float | None = None) -> dict[str, Any] | None:
+def revisit_summary(redis: RedisClient, crawlid: str, now: float | None = None) -> dict[str, Any] | None:
     """A revisiting crawl's schedule: URLs ``scheduled``; ``due`` (due now: waiting for the master, or out as a
     revisit task); ``overdue`` (due more than the crawl's ``min`` interval ago); ``waiting`` (not due yet);
     ``mean_interval`` (seconds); revisits ``changed``, ``unchanged`` (of which ``not_modified``: answered 304),

@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from messaging import keys, modules
-from messaging.clients import as_text
+from messaging.clients import RedisClient, as_text
 from messaging.clock import RedisClock
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.stats import RollingCounter, StepCounter
@@ -22,17 +22,17 @@ MODULES = modules.STATS_MODULES
 SCAN_COUNT = 1000
 
 
-
-def crawler_alive(redis: Any, now: float, heartbeat_ttl: float) -> dict[str, Any]:
+def crawler_alive(redis: RedisClient, now: float, heartbeat_ttl: float) -> dict[str, Any]:
     """Hosts with a worker whose registry heartbeat (``workers``) is younger than ``heartbeat_ttl``: ip -> host,
     seconds until the youngest heartbeat expires, and how many workers beat there."""
-    beats = {as_text(job): float(at) for job, at in redis.zrangebyscore(keys.WORKERS, now - heartbeat_ttl, "+inf",
-                                                                         withscores=True)}
+    found: Any = redis.zrangebyscore(keys.WORKERS, now - heartbeat_ttl, "+inf", withscores=True)
+    beats = {as_text(job): float(at) for job, at in found}
     pipe = redis.pipeline(transaction=False)
     for job in beats:
         pipe.hmget(keys.worker(job), "ip", "host")
+    rows: list[Any] = pipe.execute() if beats else []
     alive: dict[str, Any] = {}
-    for at, (ip, host) in zip(beats.values(), pipe.execute() if beats else [], strict=True):
+    for at, (ip, host) in zip(beats.values(), rows, strict=True):
         if ip is None:
             continue  # described after its first beat: next time
         entry = alive.setdefault(as_text(ip), {"host": as_text(host or b""), "expires_in": 0, "workers": 0})
@@ -41,7 +41,7 @@ def crawler_alive(redis: Any, now: float, heartbeat_ttl: float) -> dict[str, Any
     return alive
 
 
-def module_stats(redis: Any, module: str, heartbeat_ttl: float = 15.0) -> dict[str, Any]:
+def module_stats(redis: RedisClient, module: str, heartbeat_ttl: float = 15.0) -> dict[str, Any]:
     counters: dict[str, dict[str, int]] = defaultdict(dict)
     alive: dict[str, Any] = {}
     now = RedisClock(redis).now()
@@ -97,7 +97,7 @@ def _by_spider_type(counters: dict[str, dict[str, int]]) -> dict[str, dict[str, 
     return {spider_type: dict(sorted(statuses.items())) for spider_type, statuses in sorted(grouped.items())}
 
 
-def modules_present(redis: Any) -> list[str]:
+def modules_present(redis: RedisClient) -> list[str]:
     """Every module that has stats keys (the known ones first)."""
     found = set(MODULES)
     for raw in redis.scan_iter(match=keys.stats_pattern(), count=SCAN_COUNT):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from messaging import keys
+from messaging.clients import RedisClient
 from messaging.clock import RedisClock
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin, Refused
@@ -22,7 +23,7 @@ from messaging.tasks import CrawlFields, CrawlState
 REMOVE_CHUNK = 500
 
 
-def mark_stopped(redis: Any, crawlid: str, ttl: int) -> None:
+def mark_stopped(redis: RedisClient, crawlid: str, ttl: int) -> None:
     crawl = keys.crawl(crawlid)
     pipe = redis.pipeline(transaction=False)
     pipe.hset(crawl, mapping={CrawlFields.STATE: CrawlState.STOPPED,
@@ -31,7 +32,7 @@ def mark_stopped(redis: Any, crawlid: str, ttl: int) -> None:
     pipe.execute()
 
 
-def stop_crawl(redis: Any, crawlid: str, ttl: int) -> dict[str, int] | None:
+def stop_crawl(redis: RedisClient, crawlid: str, ttl: int) -> dict[str, int] | None:
     """Mark the crawl stopped, then remove its tasks; returns how many left seeds, queues and leases, or None when
     no such crawl exists (nothing is marked)."""
     known = bool(redis.exists(keys.crawl(crawlid)))
@@ -45,7 +46,7 @@ def stop_crawl(redis: Any, crawlid: str, ttl: int) -> dict[str, int] | None:
     return purged
 
 
-def _purge(redis: Any, crawlid: str) -> dict[str, int]:
+def _purge(redis: RedisClient, crawlid: str) -> dict[str, int]:
     purged = {SEEDS: 0, QUEUE: 0, INFLIGHT: 0}
     for key, where in task_keys(redis):
         chunk: list[bytes] = []
