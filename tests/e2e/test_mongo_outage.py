@@ -135,9 +135,8 @@ def test_a_mongodb_outage_mid_crawl_loses_and_duplicates_nothing(cf, procs, tmp_
     try:
         fleet.start()
         jobs = [f"{cf.name}-universal-{n}" for n in range(WORKERS)]
-        for job in jobs:
-            fleet.start_worker("universal", job, CRAWLFLEET_MONGO_URI=mongo.uri, CRAWLFLEET_MONGO_BUFFER=str(BUFFER),
-                               CRAWLFLEET_MONGO_BATCH=str(BATCH), CRAWLFLEET_PREFETCH=str(PREFETCH))
+        fleet.start_workers("universal", jobs, CRAWLFLEET_MONGO_URI=mongo.uri, CRAWLFLEET_MONGO_BUFFER=str(BUFFER),
+                            CRAWLFLEET_MONGO_BATCH=str(BATCH), CRAWLFLEET_PREFETCH=str(PREFETCH))
         workers = {job: fleet.workers[job] for job in jobs}
         with RssSampler({job: proc.pid for job, proc in workers.items()}) as rss:
             report = _crawl_through_an_outage(fleet, mongo, workers, jobs, procs, rss)

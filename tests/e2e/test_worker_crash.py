@@ -33,8 +33,7 @@ def test_kill_9_of_a_worker_mid_crawl_loses_nothing(fleet: Any, big_demoweb: dic
     fleet.use_demoweb(big_demoweb)
     fleet.start(masters=2)
     victim, survivor = "crash-victim", "crash-survivor"
-    victim_proc = fleet.start_worker("universal", victim)
-    fleet.start_worker("universal", survivor)
+    victim_proc, _ = fleet.start_workers("universal", [victim, survivor])
     fleet.submit({"userid": "dave", "crawlid": "news-big", "spider_type": "universal", "url": fleet.url(NEWS, "/"),
                   "rule": DEMO_UNIVERSAL_RULE})
     collection = fleet.cf.mongo()["news-big"]
