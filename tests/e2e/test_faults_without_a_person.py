@@ -132,7 +132,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
     redis_dir.mkdir()
     redis_argv = [redis_server_bin(), "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(redis_dir),
                   "--save", "", "--appendonly", "yes", "--daemonize", "no", "--logfile", ""]
-    redis_proc = procs.start(redis_argv, fleet.env, name="redis")
+    redis_proc = procs.start(redis_argv, fleet.env, name="redis", service=True)
     zk_service, kafka_service = ZooKeeperService(port=free_port()), KafkaService(port=free_port())
     zk_record, kafka_record = zk_service.start(tmp_path / "zk"), kafka_service.start(tmp_path)
     own_mongo = OwnMongo(procs, fleet.cf, tmp_path)
@@ -154,7 +154,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
         write_defaults(zk, SitePaths(settings.zk_root), CRAWL_RATE)
         fleet.use_demoweb(big_demoweb)
         fleet.start(masters=2, redis_monitor=True, rate=CRAWL_RATE)
-        workers = [fleet.start_worker("universal", f"faults-{n}") for n in range(3)]
+        workers = fleet.start_workers("universal", [f"faults-{n}" for n in range(3)])
         masters = {name: proc for name, proc, _ in procs.started if name.startswith("master")}
         producer = clients.kafka_producer(settings)
         crawlid = "faults"
@@ -179,7 +179,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
         kill_hard(redis_proc.pid)
         wait_for(lambda: port_free(redis_port), 20, "Redis's port to be released")
         time.sleep(REDIS_DOWN)  # the outage's length is the fault itself, nothing is waited for
-        procs.start(redis_argv, fleet.env, name="redis-restarted")
+        procs.start(redis_argv, fleet.env, name="redis-restarted", service=True)
         wait_for(redis.ping, 30, "the restarted Redis")
         progress(STEP // 2, "as Redis is back")
         # the workers' heartbeats could not be written while Redis was away: none of them was taken for dead
@@ -253,6 +253,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
         producer.close(timeout=5)
     finally:
         healer.stop()
+        procs.stop_all()  # the fleet first, while the services it shuts down against are still there
         proxy.stop()
         if zk is not None:
             zk.stop()
