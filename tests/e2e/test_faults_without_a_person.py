@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
-from deploy.demoweb import start_demoweb, stop_demoweb
 from deploy.procs import free_port, kill_hard, pid_alive, port_free, wait_for
 from deploy.services.base import ServiceRecord
 from deploy.services.kafka import KafkaService
@@ -36,6 +35,7 @@ from messaging.answers import partitions_of
 from messaging.settings import load
 from messaging.siteconfig import Rate, SiteConfig, SitePaths, write_defaults
 from tests.integration.test_hardening_chaos import leader_of
+from tests.plugins.demoweb import own_demoweb
 from tests.plugins.mongo import OwnMongo
 from tests.plugins.mongo_faults import MongoFaultProxy
 
@@ -52,11 +52,8 @@ LEVEL = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b")
 
 @pytest.fixture
 def big_demoweb(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    status = start_demoweb(tmp_path / "web", pages=ARTICLES)
-    try:
+    with own_demoweb(tmp_path / "web", ARTICLES) as status:
         yield status
-    finally:
-        stop_demoweb(tmp_path / "web")
 
 
 class MongoHealer:

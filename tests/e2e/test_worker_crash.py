@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
-from deploy.demoweb import start_demoweb, stop_demoweb
 from deploy.procs import kill_hard, wait_for
 from frontier.registry import queue_depths
 from messaging import keys
+from tests.plugins.demoweb import own_demoweb
 
 pytestmark = pytest.mark.e2e
 
@@ -22,11 +22,8 @@ ARTICLES = 1000  # with its list pages, a crawl of about 1,100 pages: the kill a
 
 @pytest.fixture
 def big_demoweb(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    status = start_demoweb(tmp_path / "web", pages=ARTICLES)
-    try:
+    with own_demoweb(tmp_path / "web", ARTICLES) as status:
         yield status
-    finally:
-        stop_demoweb(tmp_path / "web")
 
 
 def test_kill_9_of_a_worker_mid_crawl_loses_nothing(fleet: Any, big_demoweb: dict[str, Any]) -> None:
