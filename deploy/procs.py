@@ -131,15 +131,30 @@ def stop_pid(pid: int, timeout: float = 10.0, sig: int = signal.SIGTERM) -> bool
 
     Returns True when the process was running.
     """
-    if not pid_alive(pid):
-        return False
-    _signal(pid, sig)
+    return bool(stop_pids([pid], timeout, sig))
+
+
+def stop_pids(pids: Sequence[int], timeout: float = 10.0, sig: int = signal.SIGTERM) -> list[int]:
+    """Stop processes together, as :func:`stop_pid` stops one: ``sig`` to each, one bounded wait for all of them,
+    then SIGKILL to those still running. Their shutdowns overlap: the wait is the slowest one's, not the sum.
+
+    Returns the pids that were running.
+    """
+    running = [pid for pid in pids if pid_alive(pid)]
+    for pid in running:
+        _signal(pid, sig)
+
+    def all_exited() -> bool:
+        return not any(pid_alive(pid) for pid in running)
+
     try:
-        wait_for(lambda: not pid_alive(pid), timeout, f"pid {pid} to exit")
+        wait_for(all_exited, timeout, f"pids {running} to exit")
     except WaitTimeout:
-        _signal(pid, signal.SIGKILL)
-        wait_for(lambda: not pid_alive(pid), 10.0, f"pid {pid} to exit after SIGKILL")
-    return True
+        for pid in running:
+            if pid_alive(pid):
+                _signal(pid, signal.SIGKILL)
+        wait_for(all_exited, 10.0, f"pids {running} to exit after SIGKILL")
+    return running
 
 
 def _signal(pid: int, sig: int) -> None:

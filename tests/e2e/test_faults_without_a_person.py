@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
-from deploy.demoweb import start_demoweb, stop_demoweb
 from deploy.procs import free_port, kill_hard, pid_alive, port_free, wait_for
 from deploy.services.base import ServiceRecord
 from deploy.services.kafka import KafkaService
@@ -36,6 +35,7 @@ from messaging.answers import partitions_of
 from messaging.settings import load
 from messaging.siteconfig import Rate, SiteConfig, SitePaths, write_defaults
 from tests.integration.test_hardening_chaos import leader_of
+from tests.plugins.demoweb import own_demoweb
 from tests.plugins.mongo import OwnMongo
 from tests.plugins.mongo_faults import MongoFaultProxy
 
@@ -52,11 +52,8 @@ LEVEL = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b")
 
 @pytest.fixture
 def big_demoweb(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    status = start_demoweb(tmp_path / "web", pages=ARTICLES)
-    try:
+    with own_demoweb(tmp_path / "web", ARTICLES) as status:
         yield status
-    finally:
-        stop_demoweb(tmp_path / "web")
 
 
 class MongoHealer:
@@ -132,7 +129,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
     redis_dir.mkdir()
     redis_argv = [redis_server_bin(), "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(redis_dir),
                   "--save", "", "--appendonly", "yes", "--daemonize", "no", "--logfile", ""]
-    redis_proc = procs.start(redis_argv, fleet.env, name="redis")
+    redis_proc = procs.start(redis_argv, fleet.env, name="redis", service=True)
     zk_service, kafka_service = ZooKeeperService(port=free_port()), KafkaService(port=free_port())
     zk_record, kafka_record = zk_service.start(tmp_path / "zk"), kafka_service.start(tmp_path)
     own_mongo = OwnMongo(procs, fleet.cf, tmp_path)
@@ -154,7 +151,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
         write_defaults(zk, SitePaths(settings.zk_root), CRAWL_RATE)
         fleet.use_demoweb(big_demoweb)
         fleet.start(masters=2, redis_monitor=True, rate=CRAWL_RATE)
-        workers = [fleet.start_worker("universal", f"faults-{n}") for n in range(3)]
+        workers = fleet.start_workers("universal", [f"faults-{n}" for n in range(3)])
         masters = {name: proc for name, proc, _ in procs.started if name.startswith("master")}
         producer = clients.kafka_producer(settings)
         crawlid = "faults"
@@ -179,7 +176,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
         kill_hard(redis_proc.pid)
         wait_for(lambda: port_free(redis_port), 20, "Redis's port to be released")
         time.sleep(REDIS_DOWN)  # the outage's length is the fault itself, nothing is waited for
-        procs.start(redis_argv, fleet.env, name="redis-restarted")
+        procs.start(redis_argv, fleet.env, name="redis-restarted", service=True)
         wait_for(redis.ping, 30, "the restarted Redis")
         progress(STEP // 2, "as Redis is back")
         # the workers' heartbeats could not be written while Redis was away: none of them was taken for dead
@@ -253,6 +250,7 @@ def test_a_crawl_through_every_fault_ends_by_itself_with_exact_counts(fleet: Any
         producer.close(timeout=5)
     finally:
         healer.stop()
+        procs.stop_all()  # the fleet first, while the services it shuts down against are still there
         proxy.stop()
         if zk is not None:
             zk.stop()

@@ -9,8 +9,6 @@ import csv
 import io
 import json
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,55 +17,13 @@ import pytest
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
 from messaging.siteconfig import Rate, SitePaths, read_site
-from tests.e2e.test_manager_pages import ARTIFACTS, CHROMEDRIVER, CHROMIUM, WAIT, _alert, shot
+from tests.e2e.test_manager_pages import WAIT
 from tests.integration.test_manager_api import ManagerProcess
+from tests.plugins.browser import ARTIFACTS, alert_open, console_errors, downloaded, shot
 from tests.plugins.services import Processes
 
 pytestmark = pytest.mark.e2e
 SLOW = Rate(2, 1)  # two pages a second on the demo site: the crawl lasts long enough to be watched
-
-
-@pytest.fixture
-def downloads(tmp_path: Path) -> Path:
-    return tmp_path / "downloads"
-
-
-@pytest.fixture
-def browser(downloads: Path) -> Iterator[Any]:
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.fail("Debian's chromium and chromium-driver are needed (make test installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="cf-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1500,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    downloads.mkdir(parents=True, exist_ok=True)  # a download link saves there, without a dialog
-    options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
-                                              "download.prompt_for_download": False})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def console_errors(browser: Any) -> list[str]:
-    return [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
-
-
-def downloaded(downloads: Path, name: str) -> Path | None:
-    """The file once its download is complete (Chromium writes ``<name>.crdownload`` until then)."""
-    path = downloads / name
-    return path if path.exists() and not (downloads / f"{name}.crdownload").exists() else None
 
 
 def test_watch_a_crawl_export_it_follow_a_log_and_edit_a_site(fleet: Any, procs: Processes, tmp_path: Path,
@@ -174,7 +130,7 @@ def test_watch_a_crawl_export_it_follow_a_log_and_edit_a_site(fleet: Any, procs:
     # Jobs (scrapyd's table) and Stop with its confirmation
     browser.get(f"{manager.url}/jobs")
     find(By.CSS_SELECTOR, "button.stop[data-job='console-list']").click()
-    wait_for(lambda: _alert(browser), 10, "the confirmation")
+    wait_for(lambda: alert_open(browser), 10, "the confirmation")
     browser.switch_to.alert.dismiss()  # cancelled: nothing happens
     assert manager.state("console-list") == "running"
     shot(browser, "console-5-jobs")

@@ -1,17 +1,13 @@
 """The manager's pages in headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by Selenium).
 
 A person's path: start a spider on *Spiders*, see it on *Jobs*, submit a crawl on *Submit* (the rule checked first),
-watch the *Stats* chart move and the crawl's progress on *Crawls*, stop the spider on *Jobs*. Screenshots go to
-``test-artifacts/manager/`` (or ``$TEST_ARTIFACTS_DIR/manager``).
+watch the *Stats* chart move and the crawl's progress on *Crawls*, stop the spider on *Jobs*. The browser and the
+screenshots: :mod:`tests.plugins.browser`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,40 +16,11 @@ import pytest
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
 from tests.integration.test_manager_api import ManagerProcess
-from tests.plugins.services import REPO, Processes
+from tests.plugins.browser import alert_open, shot
+from tests.plugins.services import Processes
 
 pytestmark = pytest.mark.e2e
-ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR") or REPO / "test-artifacts") / "manager"
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 WAIT = 90
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.fail("Debian's chromium and chromium-driver are needed (make test installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="cf-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def shot(driver: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
 def test_start_submit_watch_and_stop_from_the_pages(fleet: Any, procs: Processes, tmp_path: Path,
@@ -122,7 +89,7 @@ def test_start_submit_watch_and_stop_from_the_pages(fleet: Any, procs: Processes
     # Jobs: Stop the spider; it finishes (SIGTERM: it hands its tasks back) with exit status 0
     browser.get(f"{manager.url}/jobs")
     find(By.CSS_SELECTOR, f"button.stop[data-job='{job}']").click()
-    wait_for(lambda: _alert(browser), 10, "the confirmation")
+    wait_for(lambda: alert_open(browser), 10, "the confirmation")
     browser.switch_to.alert.accept()
     wait_for(lambda: "stopping" in find(By.ID, "message").text, 30, "the stop message")
 
@@ -134,12 +101,3 @@ def test_start_submit_watch_and_stop_from_the_pages(fleet: Any, procs: Processes
     assert "exit 0" in find(By.XPATH, f"//tbody[@id='finished']/tr[td[3]='{job}']").text
     shot(browser, "7-jobs-finished")
 
-
-def _alert(browser: Any) -> bool:
-    from selenium.common.exceptions import NoAlertPresentException
-
-    try:
-        browser.switch_to.alert  # noqa: B018 (raises while there is none)
-    except NoAlertPresentException:
-        return False
-    return True

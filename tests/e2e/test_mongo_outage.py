@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 
-from deploy.demoweb import start_demoweb, stop_demoweb
 from deploy.demoweb.sites import build_sites
 from deploy.procs import wait_for
 from messaging import keys
 from messaging.domains import domain_of
 from spiders.settings import CONCURRENT_REQUESTS
+from tests.plugins.demoweb import own_demoweb
 from tests.plugins.fleet import Fleet
 from tests.plugins.mongo import OwnMongo
 from tests.unit.test_rules import DEMO_UNIVERSAL_RULE
@@ -59,12 +59,8 @@ CRAWL_TIMEOUT = 90  # after MongoDB is back (its back-off is at most 10 s)
 @pytest.fixture
 def big_demoweb(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A demo web of this test's own (the session's has too few pages for a crawl to outlast an outage)."""
-    run_dir = tmp_path / "demoweb"
-    status = start_demoweb(run_dir, pages=PAGES, slow_seconds=1.0)
-    try:
-        yield {**status, "run_dir": run_dir}
-    finally:
-        stop_demoweb(run_dir)
+    with own_demoweb(tmp_path / "demoweb", PAGES, slow_seconds=1.0) as status:
+        yield status
 
 
 class RssSampler:
@@ -135,9 +131,8 @@ def test_a_mongodb_outage_mid_crawl_loses_and_duplicates_nothing(cf, procs, tmp_
     try:
         fleet.start()
         jobs = [f"{cf.name}-universal-{n}" for n in range(WORKERS)]
-        for job in jobs:
-            fleet.start_worker("universal", job, CRAWLFLEET_MONGO_URI=mongo.uri, CRAWLFLEET_MONGO_BUFFER=str(BUFFER),
-                               CRAWLFLEET_MONGO_BATCH=str(BATCH), CRAWLFLEET_PREFETCH=str(PREFETCH))
+        fleet.start_workers("universal", jobs, CRAWLFLEET_MONGO_URI=mongo.uri, CRAWLFLEET_MONGO_BUFFER=str(BUFFER),
+                            CRAWLFLEET_MONGO_BATCH=str(BATCH), CRAWLFLEET_PREFETCH=str(PREFETCH))
         workers = {job: fleet.workers[job] for job in jobs}
         with RssSampler({job: proc.pid for job, proc in workers.items()}) as rss:
             report = _crawl_through_an_outage(fleet, mongo, workers, jobs, procs, rss)

@@ -64,8 +64,7 @@ def titles_in_a_browser(fleet: Any, paths: list[str]) -> dict[str, str | None]:
 def test_auto_renders_exactly_the_pages_that_need_it_and_never_stores_the_shells(fleet: Any) -> None:
     site = site_of(fleet)
     fleet.start()
-    for n in range(2):
-        fleet.start_worker("universal", f"{fleet.cf.name}-render-{n}", **NO_LEARNING)
+    fleet.start_workers("universal", [f"{fleet.cf.name}-render-{n}" for n in range(2)], **NO_LEARNING)
     before = fleet.served(SPA_NAME)
     fleet.submit({"userid": "rita", "crawlid": "apps-auto", "spider_type": "universal",
                   "url": fleet.url(SPA_NAME, "/"), "rule": {**STORIES_RULE, "required": ["title"], "render": "auto"}})

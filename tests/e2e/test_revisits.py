@@ -58,8 +58,7 @@ def start(fleet: Any, changing: dict[str, Any], workers: int) -> list[str]:
                        "sites": {CHANGING_NAME: CHANGING_IP}})
     fleet.start(masters=1, redis_monitor=True)
     jobs = [f"{fleet.cf.name}-revisit-{n}" for n in range(workers)]
-    for job in jobs:
-        fleet.start_worker("universal", job)
+    fleet.start_workers("universal", jobs)
     return jobs
 
 

@@ -9,32 +9,28 @@ from typing import Any
 import pytest
 
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
-from deploy.demoweb import start_demoweb, stop_demoweb
 from deploy.procs import kill_hard, wait_for
 from frontier.registry import queue_depths
 from messaging import keys
+from tests.plugins.demoweb import own_demoweb
 
 pytestmark = pytest.mark.e2e
 
 NEWS = "news.fleet.test"
-ARTICLES = 2000  # with its list pages, a crawl of about 2,200 pages
+ARTICLES = 1000  # with its list pages, a crawl of about 1,100 pages: the kill at 400 items is well inside it
 
 
 @pytest.fixture
 def big_demoweb(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    status = start_demoweb(tmp_path / "web", pages=ARTICLES)
-    try:
+    with own_demoweb(tmp_path / "web", ARTICLES) as status:
         yield status
-    finally:
-        stop_demoweb(tmp_path / "web")
 
 
 def test_kill_9_of_a_worker_mid_crawl_loses_nothing(fleet: Any, big_demoweb: dict[str, Any]) -> None:
     fleet.use_demoweb(big_demoweb)
     fleet.start(masters=2)
     victim, survivor = "crash-victim", "crash-survivor"
-    victim_proc = fleet.start_worker("universal", victim)
-    fleet.start_worker("universal", survivor)
+    victim_proc, _ = fleet.start_workers("universal", [victim, survivor])
     fleet.submit({"userid": "dave", "crawlid": "news-big", "spider_type": "universal", "url": fleet.url(NEWS, "/"),
                   "rule": DEMO_UNIVERSAL_RULE})
     collection = fleet.cf.mongo()["news-big"]

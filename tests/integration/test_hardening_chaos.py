@@ -67,7 +67,7 @@ def test_the_fleet_survives_kills_restarts_and_hostile_requests(cf, procs, tmp_p
                       CRAWLFLEET_HEARTBEAT_TTL="60", CRAWLFLEET_DISPATCH_INITIAL_RATE="100000",
                       CRAWLFLEET_KAFKA_MONITOR_BATCH="100", CRAWLFLEET_FINISH_INTERVAL="0.5")
     settings = load(env)
-    redis_proc = procs.start(redis_argv, env, name="redis")
+    redis_proc = procs.start(redis_argv, env, name="redis", service=True)
     redis = clients.redis_client(settings)
     wait_for(redis.ping, 20, "the test's Redis")
     clients.ensure_topics(settings, topic_partitions(settings))
@@ -128,7 +128,7 @@ def test_the_fleet_survives_kills_restarts_and_hostile_requests(cf, procs, tmp_p
         kill_hard(redis_proc.pid)  # 3. Redis, restarted from its AOF on the same port
         wait_for(lambda: port_free(port), 20, "Redis's port to be released")
         stream(3 * PHASE, PHASE // 2)  # arrives while Redis is down
-        procs.start(redis_argv, env, name="redis-restarted")
+        procs.start(redis_argv, env, name="redis-restarted", service=True)
         wait_for(redis.ping, 20, "the restarted Redis")
 
         total = 3 * PHASE + PHASE // 2

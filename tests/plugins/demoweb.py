@@ -1,6 +1,8 @@
 """The demo web for the tests: ``demoweb`` (session) is a small demo web, stopped by PID at the end.
 
-It yields the runner's status (``pid``, ``port``, ``sites`` {name: ip}, ``urls`` {name: base URL},
+A test that needs a bigger web of its own uses ``own_demoweb(run_dir, pages)`` (started, yielded, stopped by PID).
+
+``demoweb`` yields the runner's status (``pid``, ``port``, ``sites`` {name: ip}, ``urls`` {name: base URL},
 ``hosts_file``, ``pages``, ``slow_seconds``) plus ``run_dir`` and ``manifest`` (what the sites serve; see
 :func:`deploy.demoweb.manifest`). Child processes resolve the names with ``CRAWLFLEET_HOSTS_FILE=hosts_file``.
 """
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,5 +34,16 @@ def demoweb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         name, ip = next(iter(status["sites"].items()))
         _, _, body = fetch(ip, status["port"], name, MANIFEST_PATH)
         yield {**status, "run_dir": run_dir, "manifest": json.loads(body)}
+    finally:
+        stop_demoweb(run_dir)
+
+
+@contextmanager
+def own_demoweb(run_dir: Path, pages: int, **options: Any) -> Iterator[dict[str, Any]]:
+    """A demo web of one test's own (``pages`` articles per site; ``options`` as :func:`start_demoweb` takes them),
+    stopped by PID when the block ends; its status with ``run_dir``."""
+    status = start_demoweb(run_dir, pages=pages, **options)
+    try:
+        yield {**status, "run_dir": run_dir}
     finally:
         stop_demoweb(run_dir)

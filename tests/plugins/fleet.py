@@ -60,16 +60,20 @@ class Fleet:
         for n in range(masters):
             self.procs.crawlfleet("master", "--id", f"m{n}", env=self.env, name=f"master{n}")
         for spider, count in (("list", list_workers), ("universal", universal_workers)):
-            for n in range(count):
-                self.start_worker(spider, f"{self.cf.name}-{spider}-{n}")
+            self.start_workers(spider, [f"{self.cf.name}-{spider}-{n}" for n in range(count)])
         self.procs.wait_log(monitor, "partitions assigned", timeout=START_TIMEOUT)
 
     def start_worker(self, spider: str, job: str, **env: str) -> Any:
-        proc = self.procs.crawlfleet("worker", "--spider", spider, "--job", job, env={**self.env, **env},
-                                     name=f"worker-{job}")
-        self.workers[job] = proc
-        self.procs.wait_log(proc, f"worker {job} ready", timeout=START_TIMEOUT)
-        return proc
+        return self.start_workers(spider, [job], **env)[0]
+
+    def start_workers(self, spider: str, jobs: list[str], **env: str) -> list[Any]:
+        """Workers of one spider, started together (their start-ups overlap), each waited for until ready."""
+        started = [self.procs.crawlfleet("worker", "--spider", spider, "--job", job, env={**self.env, **env},
+                                         name=f"worker-{job}") for job in jobs]
+        for job, proc in zip(jobs, started, strict=True):
+            self.workers[job] = proc
+            self.procs.wait_log(proc, f"worker {job} ready", timeout=START_TIMEOUT)
+        return started
 
     def submit(self, *requests: dict[str, Any]) -> None:
         if self._producer is None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from deploy import services as svc
-from deploy.procs import spawn, stop_pid, wait_for
+from deploy.procs import spawn, stop_pids, wait_for
 from deploy.services.redis import DATABASES, flush_cluster
 from messaging import clients
 from messaging.answers import partitions_of
@@ -184,18 +184,26 @@ def read_topic(settings: Settings, topic: str, count: int, timeout: float = 30) 
 
 
 class Processes:
-    """Children of one test; each is stopped by PID at teardown, and its log is shown when it failed."""
+    """Children of one test; each is stopped by PID at teardown, and its log is shown when it failed.
+
+    At teardown the test's own services (started with ``service=True``: a MongoDB, a Redis) are stopped after
+    everything else, which may still write to them as it stops; within each of the two waves the processes stop
+    together (SIGTERM to all, one bounded wait), so a fleet of six takes as long to stop as its slowest member.
+    """
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self.services: set[int] = set()  # pids stopped in the second wave
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], name: str | None = None,
-              cwd: str | os.PathLike[str] | None = None) -> subprocess.Popen[bytes]:
+              cwd: str | os.PathLike[str] | None = None, service: bool = False) -> subprocess.Popen[bytes]:
         name = name or Path(argv[0]).name
         log = self.log_dir / f"{name}-{len(self.started)}.log"
         proc = spawn(argv, log, env=env, cwd=cwd or REPO)
         self.started.append((name, proc, log))
+        if service:
+            self.services.add(proc.pid)
         return proc
 
     def python(self, *args: str, env: Mapping[str, str], name: str | None = None) -> subprocess.Popen[bytes]:
@@ -218,12 +226,14 @@ class Processes:
         wait_for(lambda: text in self.log(proc), timeout, f"{text!r} in the log of pid {proc.pid}", 0.1, exited)
 
     def stop_all(self) -> None:
-        for _, proc, _ in reversed(self.started):
-            stop_pid(proc.pid, timeout=10)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        procs = [proc for _, proc, _ in reversed(self.started)]
+        for wave in ([p for p in procs if p.pid not in self.services], [p for p in procs if p.pid in self.services]):
+            stop_pids([proc.pid for proc in wave], timeout=10)
+            for proc in wave:
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
 
 
 @pytest.fixture
