@@ -248,7 +248,7 @@ class TaskFeed(TakeSteps):
                     next_commit = now + self.config.commit_interval
                 if now >= next_renew:
                     self.leases.renew(now)
-                    self.leases.requeue_expired()
+                    self.leases.requeue_expired(now)
                     next_renew = now + self.config.lease_seconds / 6
                 if now >= next_refresh:
                     self.catalog.refresh_known()

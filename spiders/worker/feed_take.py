@@ -19,6 +19,7 @@ from frontier.politeness import Lease, Outcome, Politeness, TakeResult
 from frontier.take_batch import take_domains
 from messaging.counts import BLACKLISTED, ROBOTS
 from messaging.tasks import Task
+from spiders.worker.leases import LeaseKeeper
 
 TAKE_BATCH = 16  # politeness steps per round trip (Politeness.take_many): 2 round trips for up to 16 tasks
 TAKE_GROUP = 16  # due domains whose steps share those 2 round trips (frontier.take_batch), at most
@@ -44,6 +45,7 @@ class TakeSteps:
     proxy_of: dict[str, Any]
     send_at: dict[str, SendSlot]
     held: dict[str, tuple[Lease, float]]
+    leases: LeaseKeeper
     _extra: deque[Lease]
     walk: ReadyWalk
     clock: Callable[[], float]
@@ -54,19 +56,11 @@ class TakeSteps:
     def _removed(self, tasks: list[Task], reason: str = ROBOTS) -> None:
         raise NotImplementedError
 
-    def _take_step(self, domain: str) -> TakeResult:
-        """:meth:`_take`, with the tasks of a blacklisted domain's dropped queue counted as ``blacklisted`` here (the
-        walk hands the other tasks removed, those robots.txt disallows, to :meth:`_removed`)."""
-        result = self._take(domain)
-        if result.outcome == Outcome.BLACKLISTED and result.removed:
-            self._removed(result.removed, reason=BLACKLISTED)
-            result.removed = []
-        return result
-
     def _take(self, domain: str) -> TakeResult:
         """The politeness step, in batches of up to :data:`TAKE_BATCH` steps per round trip while there is room in
         the prefetch (the walk gets the first lease, the others wait in ``_extra``); through proxies, the per-IP
         window is each proxy's exit address, tried in turn."""
+        self.leases.attempted([domain], self.clock())  # before the call: its reply may be lost, not its lease
         limit = max(1, min(TAKE_BATCH, self.config.prefetch - self.prefetched()))
         candidates = self.proxies.candidates(domain) if self.proxies is not None else []
         if not candidates:
@@ -99,12 +93,19 @@ class TakeSteps:
         share of the prefetch's room at once; through proxies, domain by domain (:meth:`_take`)."""
         if self.proxies is not None:
             return [self._take(domain) for domain in domains]
+        self.leases.attempted(domains, self.clock())
         limit = max(1, min(TAKE_BATCH, self._room() // len(domains)))
         return [self._first(results) for results in take_domains(self.politeness, domains, limit)]
 
     def _first(self, results: list[TakeResult]) -> TakeResult:
+        """The walk's result of a batch of steps (the others' leases wait in ``_extra``); a blacklisted domain's
+        dropped queue is counted as ``blacklisted`` here (the walk hands the other tasks removed, those robots.txt
+        disallows, to :meth:`_removed`)."""
         now = self.clock()
         last = results[-1]
+        if results[0].outcome == Outcome.BLACKLISTED and results[0].removed:
+            self._removed(results[0].removed, reason=BLACKLISTED)
+            results[0].removed = []
         if results[0].lease is not None and last.outcome in Outcome.WAITING:
             results[0].wait = last.wait  # the batch ended on a refusal: the domain is due when it said
         if results[0].lease is not None:  # did the batch take the last task? then the ready index drops the domain
