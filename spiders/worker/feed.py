@@ -50,6 +50,7 @@ from frontier.politeness import Lease, Politeness
 from frontier.ready import ReadyIndex
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.counts import ROBOTS
+from messaging.domains import domain_of
 from messaging.outage import OutageLog
 from messaging.settings import default
 from messaging.tasks import Task
@@ -179,6 +180,11 @@ class TaskFeed(TakeSteps):
     def _site_changed(self, domain: str | None) -> None:
         """On the config watch's thread: a domain closed under the old config is asked again at the next pass."""
         self.walk.reopen(domain)
+        self._wake.set()
+
+    def robots_stored(self, url: str) -> None:
+        """The robots.txt this process fetched for ``url``'s host is stored: its domain is asked again at once."""
+        self.walk.reopen(domain_of(url))
         self._wake.set()
 
     def pause(self, paused: bool) -> None:
