@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from frontier.node_pipes import run_by_node
 from messaging import keys
 from messaging.clients import RedisClient, as_text
-from messaging.scripts import run_scripts
 from messaging.tasks import Task
 
 LEASE_SCORES_MARGIN = 86400.0  # a dead job's lease scores vanish this long after its last lease could end
@@ -69,8 +69,8 @@ class LeaseSteps:
 
     def complete(self, leases: Sequence[Lease]) -> list[Lease]:
         """Tasks are complete: acknowledge their leases and release their crawls' pending counts, atomically per
-        domain (``lua/complete.lua``), one round trip for all domains on a plain Redis. Returns the leases that were
-        still held; the caller counts exactly those for the weights (``frontier.registry``)."""
+        domain (``lua/complete.lua``), one round trip for all domains (one per node on a cluster). Returns the leases
+        that were still held; the caller counts exactly those for the weights (``frontier.registry``)."""
         by_domain: dict[str, list[Lease]] = {}
         for lease in leases:
             by_domain.setdefault(lease.domain, []).append(lease)
@@ -81,7 +81,7 @@ class LeaseSteps:
                 args += [lease.member, lease.task.crawlid]
             calls.append((self._complete, [keys.inflight(self.job, domain), keys.lease_scores(self.job, domain),
                                            keys.pending_domain(domain)], args))
-        acked = {as_text(member) for reply in run_scripts(self.redis, calls) for member in reply}
+        acked = {as_text(member) for reply in run_by_node(self.redis, calls) for member in reply}
         done = [lease for lease in leases if lease.member in acked]
         refused = len(leases) - len(done)
         if refused:
@@ -107,15 +107,15 @@ class LeaseSteps:
         return self.requeue_expired_many([domain], now)[0]
 
     def requeue_expired_many(self, domains: Sequence[str], now: float | None = None) -> list[list[Task]]:
-        """:meth:`requeue_expired` for each of ``domains``, one round trip for all on a plain Redis (more only for a
-        domain with more than REQUEUE_BATCH expired leases)."""
+        """:meth:`requeue_expired` for each of ``domains``, one round trip for all (one per node on a cluster; more
+        only for a domain with more than REQUEUE_BATCH expired leases)."""
         returned: list[list[Task]] = [[] for _ in domains]
         todo = list(range(len(domains)))
         while todo:
             calls = [(self._requeue, [keys.queue(self.job, domains[n]), keys.inflight(self.job, domains[n]),
                                       keys.lease_scores(self.job, domains[n])], [now_arg(now), REQUEUE_BATCH])
                      for n in todo]
-            replies = run_scripts(self.redis, calls)
+            replies = run_by_node(self.redis, calls)
             for n, batch in zip(todo, replies, strict=True):
                 returned[n].extend(Task.decode(raw) for raw in batch)
             todo = [n for n, batch in zip(todo, replies, strict=True) if len(batch) >= REQUEUE_BATCH]
