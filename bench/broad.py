@@ -139,6 +139,7 @@ def side_figures(result: SideResult, extra: dict[str, Any], hosts: int) -> dict[
             redis_commands_per_page=round(sum(commands.values()) / pages, 2),
             top_commands_per_page={name: round(calls / pages, 2)
                                    for name, calls in Counter(commands).most_common(TOP_COMMANDS)},
+            commands_per_page={name: round(calls / pages, 3) for name, calls in Counter(commands).most_common()},
             heartbeat_age_max=extra["heartbeat_age_max"], feed_lag_max=extra["feed_lag_max"],
             workers_retired=extra["workers_retired"])
     return figures

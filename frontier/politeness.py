@@ -6,7 +6,7 @@ every host (``<spider_type>:{d}:…``, seed 4.2.2.2) and this host on every spid
 4.2.2.3) — and, only if that slot is at most CRAWLFLEET_PACE_HORIZON ahead, pop the highest-priority task of
 ``<job>:{d}:queue``, record the hit at its slot and lease the task in ``<job>:{d}:inflight`` until a deadline. Every
 key of the call has the domain as hash tag, so it runs unchanged on a Redis Cluster. The companion steps
-acknowledge, renew and requeue leases.
+acknowledge, renew and requeue leases (:mod:`frontier.lease_steps`).
 
 **Paced hits** (``lua/pace.lua``). A rate of N hits per W seconds means hits spaced W/N apart, for every worker of
 the cluster together: each throttle key has a token bucket (``<owner>:{d}:pace``) that refills one token per W/N
@@ -45,10 +45,11 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 from typing import Any
 
 from frontier.config_watch import SiteRates
+from frontier.lease_steps import US, Lease, LeaseSteps, now_arg
 from frontier.lua import LUA, PACE_LUA, PENDING_LUA
 from frontier.robots_cache import RobotsCache
 from messaging import keys
@@ -63,10 +64,7 @@ logger = logging.getLogger(__name__)
 
 STATS_MODULE = "politeness"
 KEY_TTL_MARGIN = 60.0  # idle throttle windows vanish this long after their last hit could matter
-LEASE_SCORES_MARGIN = 86400.0  # a dead job's lease scores vanish this long after its last lease could end
 MAX_DISALLOWED_PER_TAKE = 64  # bound the work of one take() when a queue starts with many disallowed URLs
-REQUEUE_BATCH = 1000
-US = 1_000_000
 
 
 class Outcome:
@@ -79,20 +77,6 @@ class Outcome:
     BLACKLISTED = "blacklisted"  # the domain's queue was dropped
 
     WAITING = frozenset({THROTTLED, BLOCKED, ROBOTS_PENDING})
-
-
-@dataclass(frozen=True)
-class Lease:
-    domain: str
-    member: str  # the task as stored in the queue and in the leases
-    deadline: float  # seconds since the epoch, Redis clock
-    not_before: float = 0.0  # the slot of its hit: the request may go out from then (Redis clock)...
-    slack: float = 0.0  # ...until this many seconds after it; later, it reserves a new slot (Politeness.reserve)
-    hit: str = ""  # the hit's member in both throttle windows (withdrawn by a re-reservation)
-
-    @cached_property
-    def task(self) -> Task:
-        return Task.decode(self.member)
 
 
 @dataclass(frozen=True)
@@ -142,11 +126,6 @@ def _source(name: str) -> str:
     return LUA_NOW_MICROSECONDS + source if name in TIMED_SCRIPTS else source
 
 
-def _now_arg(now: float | None) -> str:
-    return "" if now is None else str(round(now * US))
-
-
-
 def block_domain(redis: RedisClient, domain: str, seconds: float, now: float | None = None, *,
                  script: Any = None) -> float:
     """Hold every worker of the cluster off ``domain`` for ``seconds`` (``block:{<domain>}``, only ever extended;
@@ -155,7 +134,7 @@ def block_domain(redis: RedisClient, domain: str, seconds: float, now: float | N
     ``now`` (seconds) replaces the Redis clock in tests; ``script`` is the block script already registered on
     ``redis`` (else it is registered now: the source is read once per process)."""
     block = script if script is not None else _script(redis, "block")
-    until = block(keys=[keys.block(domain)], args=[_now_arg(now), max(0.0, float(seconds))])
+    until = block(keys=[keys.block(domain)], args=[now_arg(now), max(0.0, float(seconds))])
     return int(until) / US
 
 
@@ -173,7 +152,7 @@ def retry_after_seconds(value: str | bytes | None, now: float, default: float = 
     return max(0.0, when.timestamp() - now)
 
 
-class Politeness:
+class Politeness(LeaseSteps):
     """The politeness steps of one worker (job id, spider type, host IP identity)."""
 
     def __init__(
@@ -302,8 +281,8 @@ class Politeness:
                  keys.lease_scores(self.job, domain), keys.throttle_type(self.spider_type, domain),
                  keys.throttle_ip(ip, domain), keys.block(domain), keys.hit_sequence(domain),
                  keys.pace_type(self.spider_type, domain), keys.pace_ip(ip, domain), keys.adaptive(domain)],
-                [_now_arg(now), rate.hits, int(rate.window * US), int(self.lease_seconds * US), expected,
-                 int((rate.window + KEY_TTL_MARGIN) * 1000), self._lease_scores_ttl_ms(self.lease_seconds),
+                [now_arg(now), rate.hits, int(rate.window * US), int(self.lease_seconds * US), expected,
+                 int((rate.window + KEY_TTL_MARGIN) * 1000), self.lease_scores_ttl_ms(self.lease_seconds),
                  rate.burst, int(self.horizon * US), int(self.slack * US), int(rate.adaptive)])
 
     def _step(self, domain: str, expected: str, now: float | None, ip: str) -> TakeResult:
@@ -339,7 +318,7 @@ class Politeness:
                           [keys.throttle_type(self.spider_type, domain), keys.throttle_ip(address, domain),
                            keys.hit_sequence(domain), keys.pace_type(self.spider_type, domain),
                            keys.pace_ip(address, domain), keys.adaptive(domain), keys.block(domain)],
-                          [_now_arg(now), rate.hits, int(rate.window * US), withdrawn,
+                          [now_arg(now), rate.hits, int(rate.window * US), withdrawn,
                            int((rate.window + KEY_TTL_MARGIN) * 1000), rate.burst, int(self.slack * US),
                            int(rate.adaptive), int(self.horizon * US)]))
         replies = run_scripts(self.redis, calls)
@@ -362,66 +341,6 @@ class Politeness:
             self._count("blacklist_refused")
             return False
         return True
-
-    # --- leases ---------------------------------------------------------------------------------------------------
-    def ack(self, lease: Lease) -> Task | None:
-        """The task is complete: release its lease. ``None`` if the lease was no longer held (refused)."""
-        done = self._ack(keys=[keys.inflight(self.job, lease.domain), keys.lease_scores(self.job, lease.domain)],
-                         args=[lease.member])
-        if not done:
-            self._count("ack_refused")
-            return None
-        return lease.task
-
-    def complete(self, leases: Sequence[Lease]) -> list[Lease]:
-        """Tasks are complete: acknowledge their leases and release their crawls' pending counts, atomically per
-        domain (``lua/complete.lua``), one round trip for all domains on a plain Redis. Returns the leases that were
-        still held; the caller counts exactly those for the weights (``frontier.registry``)."""
-        by_domain: dict[str, list[Lease]] = {}
-        for lease in leases:
-            by_domain.setdefault(lease.domain, []).append(lease)
-        calls = []
-        for domain, held in by_domain.items():
-            args: list[str] = []
-            for lease in held:
-                args += [lease.member, lease.task.crawlid]
-            calls.append((self._complete, [keys.inflight(self.job, domain), keys.lease_scores(self.job, domain),
-                                           keys.pending_domain(domain)], args))
-        acked = {as_text(member) for reply in run_scripts(self.redis, calls) for member in reply}
-        done = [lease for lease in leases if lease.member in acked]
-        refused = len(leases) - len(done)
-        if refused:
-            self._count("ack_refused", refused)
-        return done
-
-    def renew(self, lease: Lease, seconds: float | None = None, now: float | None = None) -> Lease | None:
-        """Extend a held lease to now + ``seconds`` (default: the lease time); ``None`` if no longer held."""
-        seconds = self.lease_seconds if seconds is None else seconds
-        deadline = self._renew(
-            keys=[keys.inflight(self.job, lease.domain), keys.lease_scores(self.job, lease.domain)],
-            args=[_now_arg(now), int(seconds * US), lease.member, self._lease_scores_ttl_ms(seconds)])
-        if deadline is None:
-            return None
-        return Lease(lease.domain, lease.member, int(deadline) / US)
-
-    @staticmethod
-    def _lease_scores_ttl_ms(lease_seconds: float) -> int:
-        return int((lease_seconds + LEASE_SCORES_MARGIN) * 1000)
-
-    def requeue_expired(self, domain: str, now: float | None = None) -> list[Task]:
-        """Put the job's expired leases of ``domain`` back into its queue, in their priority order."""
-        returned: list[Task] = []
-        while True:
-            batch = self._requeue(
-                keys=[keys.queue(self.job, domain), keys.inflight(self.job, domain),
-                      keys.lease_scores(self.job, domain)],
-                args=[_now_arg(now), REQUEUE_BATCH])
-            returned.extend(Task.decode(raw) for raw in batch)
-            if len(batch) < REQUEUE_BATCH:
-                break
-        if returned:
-            self._count("lease_expired", len(returned))
-        return returned
 
     # --- blocks ---------------------------------------------------------------------------------------------------
     def block(self, domain: str, seconds: float, now: float | None = None) -> float:

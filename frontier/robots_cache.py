@@ -66,6 +66,8 @@ DEFAULT_FETCH_SECONDS = (MAX_REDIRECTS + 1) * 30.0 + 30.0  # a download timeout 
 DEFAULT_OUTAGE_LIMIT = 86400.0
 FIRST_RETRY = 15.0  # seconds before an unreachable robots.txt is asked again; doubles up to error_ttl
 PENDING_WAIT = 0.2  # another process fetches: look again after this
+# this process fetches: its store asks the domain again at once (spiders.worker.robots), this is only the latest
+MINE_WAIT = 1.0
 LONGEST_WAIT = 60.0  # an outage: look again after its next attempt, but at least this often
 
 Fetcher = Callable[[str], str]
@@ -145,6 +147,11 @@ class Claims:
 
     def __contains__(self, url: str) -> bool:
         return url in self._held
+
+    def holds_host(self, host: str) -> bool:
+        """Whether a fetch of this host's robots.txt (``authority``) is this process's."""
+        with self._lock:
+            return any(authority(url) == host for url in self._held)
 
     def __len__(self) -> int:
         return len(self._held)
@@ -263,11 +270,13 @@ class RobotsCache:
 
     def pending_wait(self, url: str) -> float:
         """How long a URL whose verdict was ``None`` should wait: until the next attempt of an outage, else a
-        moment (another process is fetching)."""
-        memo = self._memo.get(authority(url))
+        moment (another process is fetching), or longer when this process fetches it (whoever stores it may ask
+        the domain again at once: the worker's feed does, so its walk does not poll its own fetch)."""
+        host = authority(url)
+        memo = self._memo.get(host)
         if memo is not None and isinstance(memo[0], Outage):
             return min(LONGEST_WAIT, max(PENDING_WAIT, memo[0].retry_at - self.clock.now()))
-        return PENDING_WAIT
+        return MINE_WAIT if self.claims.holds_host(host) else PENDING_WAIT
 
     def crawl_delay(self, domain: str, user_agent: str) -> float | None:
         """The Crawl-delay of the domain's host whose rules were read last (throttles are per domain)."""

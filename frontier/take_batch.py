@@ -4,8 +4,8 @@
 step per allowed head). In a broad crawl most domains hold a few tasks, so a walk that visits one domain per two
 round trips pays them per task. :func:`take_domains` does the same for a group of due domains at once: the heads of
 every queue in one pipeline, robots.txt checked in Python, then every step in one pipeline (on a Redis Cluster, one
-plain pipeline per node: :func:`run_by_node`). Each step is the very atomic call of ``take``, with the
-head it must find (``changed`` otherwise), so the windows and the pacing are exactly those of single steps.
+plain pipeline per node: :func:`frontier.node_pipes.run_by_node`). Each step is the very atomic call of ``take``,
+with the head it must find (``changed`` otherwise), so the windows and the pacing are exactly those of single steps.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from frontier.node_pipes import run_by_node
 from frontier.politeness import Outcome, Politeness, TakeResult
 from messaging import keys
 from messaging.clients import as_text
-from messaging.scripts import is_cluster, run_scripts
 from messaging.tasks import Task
 
 
@@ -96,33 +96,3 @@ def _first_refusal(results: list[TakeResult]) -> list[TakeResult]:
     taken = [result for result in results if result.outcome == Outcome.TAKEN]
     refused = next((result for result in results if result.outcome != Outcome.TAKEN), None)
     return taken + ([refused] if refused is not None and refused.outcome != "changed" else [])
-
-
-def run_by_node(redis: Any, calls: list[tuple[Any, list[str], list[Any]]]) -> list[Any]:
-    """:func:`messaging.scripts.run_scripts`, but on a Redis Cluster one plain pipeline per node (each call's keys
-    share a slot) instead of a round trip per call. A call refused with MOVED or ASK (the slot is migrating) did not
-    run there: it runs again through the cluster client, which follows the redirection. Other errors raise."""
-    if not calls or not is_cluster(redis):
-        return run_scripts(redis, calls)
-    from redis.exceptions import ResponseError
-
-    by_node: dict[str, list[int]] = {}
-    nodes: dict[str, Any] = {}
-    for n, (_, call_keys, _) in enumerate(calls):
-        node = redis.get_node_from_key(call_keys[0])
-        by_node.setdefault(node.name, []).append(n)
-        nodes[node.name] = node
-    replies: list[Any] = [None] * len(calls)
-    for name, indexes in by_node.items():
-        pipe = redis.get_redis_connection(nodes[name]).pipeline(transaction=False)
-        for n in indexes:
-            script, call_keys, args = calls[n]
-            script(keys=call_keys, args=args, client=pipe)
-        for n, reply in zip(indexes, pipe.execute(raise_on_error=False), strict=True):
-            if isinstance(reply, ResponseError) and str(reply).startswith(("MOVED", "ASK")):
-                script, call_keys, args = calls[n]
-                reply = script(keys=call_keys, args=args, client=redis)
-            elif isinstance(reply, Exception):
-                raise reply
-            replies[n] = reply
-    return replies

@@ -14,16 +14,18 @@ parent is acknowledged, so a crawl's counts are all zero only when it really has
 (a worker crashing between its ack and ``record_completion``) leaves a count too high: the crawl is then late, never
 early. When its ``seeds`` count drops to zero the settle step adds the crawl to ``finish:{seeds}:candidates``.
 
-**A check costs O(what changed), not O(domains of a crawl).** Reading every domain count of every waiting crawl on
-every check cost 17 reads per page at 5,000 hosts. Instead the finisher (:meth:`Finisher.check`, run by the leading
-master in its reporting thread, never on the dispatch path) keeps in memory, per crawl it watches, the domains whose
-count was above zero when last read (its *view*), and re-reads only the counts named in the change log
-``finish:{seeds}:touched`` (:mod:`frontier.finish_hints`): the settle step logs the (domain, crawl) pairs of landed
-tasks in the same call that lowers the crawl's ``seeds`` count, and completions, drops and requeues log theirs right
-after lowering a domain count. Each check takes the whole log and reads the candidates' ``seeds`` counts in one atomic
-call (``lua/finish_poll.lua``), so a crawl whose ``seeds`` count reads zero has every landing of its tasks in the
-log. A crawl's first view is one read of all its domains (``crawl:<id>:domains``); a view is read again in full
-every RESYNC_SECONDS (a hint lost in a crash delays the end, never hastens it).
+**A check costs O(what changed), not O(domains of a crawl).** Reading every domain count of every waiting crawl on every
+check cost 17 reads per page at 5,000 hosts. Instead the finisher (:meth:`Finisher.check`, run by the leading master in
+its reporting thread, never on the dispatch path) keeps in memory, per crawl it watches, the domains whose count was
+above zero when last read (its *view*); a count named in the change log ``finish:{seeds}:touched``
+(:mod:`frontier.finish_hints`) becomes *unread*, and unread counts are read (a chunk per round trip) only when the view
+has no busy domain left — one busy domain is enough to keep a crawl waiting, so a check of a crawl at work costs no
+read, and a broad crawl's changes (a count or two per page) are not read one by one. The settle step logs the (domain,
+crawl) pairs of landed tasks in the same call that lowers the crawl's ``seeds`` count, and completions, drops and
+requeues log theirs right after lowering a domain count. Each check takes the whole log and reads the candidates'
+``seeds`` counts in one atomic call (``lua/finish_poll.lua``), so a crawl whose ``seeds`` count reads zero has every
+landing of its tasks in the log. A crawl's first view is one read of all its domains (``crawl:<id>:domains``); every
+RESYNC_SECONDS its busy domains become unread again (a hint lost in a crash delays the end, never hastens it).
 
 A candidate whose ``seeds`` count and view are empty is verified before it is declared: one full read of its domain
 counts and its ``seeds`` count again, and a check that no task of the crawl was pushed without ``push_seeds``. That
@@ -77,6 +79,7 @@ SCAN_BUDGET = 20_000  # entries of seeds one check reads at most
 # a waiting crawl's view is read again this often: a hint lost in a crash, or a path that forgot to leave one,
 # delays the crawl's end by at most this (its cost: the busy domains of the crawls waiting to end)
 RESYNC_SECONDS = 10.0
+READ_CHUNK = 64  # unread counts of a view read per round trip, until one is above zero
 _DROP, _WAIT, _VERIFY, _ANNOUNCE = "drop", "wait", "verify", "announce"
 # Tasks are canonical JSON (sorted keys, no spaces): the crawl id is the string after "crawlid":
 _CRAWLID = re.compile(r'"crawlid":"((?:[^"\\]|\\.)*)"')
@@ -87,10 +90,12 @@ _POLL = lua_source(LUA / "finish_poll.lua")  # the change log and the candidates
 
 @dataclass
 class _View:
-    """A watched crawl's domains whose pending count was above zero, and when they were last all read."""
+    """A watched crawl's domains that may hold tasks: ``busy`` were read above zero and have not changed since,
+    ``unread`` changed since they were read (or wait for a resync); ``read_at``: when the view was last resynced."""
 
     busy: set[str]
     read_at: float
+    unread: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -118,7 +123,7 @@ class Finisher:
         self._poll = redis.register_script(_POLL)
         self._sweep: _Sweep | None = None
         self._views: dict[str, _View] = {}  # watched crawl -> its domains with tasks, as last read
-        self.reads = Counter[str]()  # pending counts read: "full" (every domain of a crawl), "touched", "resync"
+        self.reads = Counter[str]()  # pending counts read: "full" (every domain of a crawl), "touched" (unread ones)
 
     def check(self, now: float) -> list[str]:
         """One bounded pass: look at the candidates, advance the verification sweep by at most ``scan_budget``
@@ -168,41 +173,47 @@ class Finisher:
             self.redis.srem(keys.FINISH_CANDIDATES, crawlid)  # settle adds it again when it reaches zero
             return _DROP
         view = self._views.get(crawlid)
-        if view is None or now - view.read_at >= RESYNC_SECONDS:
-            self._views[crawlid] = view = _View(self._busy_domains(crawlid, view), now)
+        if view is None:
+            self._views[crawlid] = view = _View(self._busy_domains(crawlid), now)
+        elif now - view.read_at >= RESYNC_SECONDS:  # read again, lazily: a lost hint may have left one busy
+            view.unread |= view.busy
+            view.busy, view.read_at = set(), now
+        if not view.busy:
+            self._read_unread(crawlid, view)
         if view.busy or has_schedule(self.redis, crawlid):
             return _WAIT  # still in worker queues, or revisiting until stopped or `until` (master.revisits)
         return _VERIFY
 
     # --- views: which domains of a crawl still hold tasks ---------------------------------------------------------
     def _apply(self, touched: list[Any]) -> None:
-        """Re-read the counts the change log names, for the crawls being watched (others get a full read when
-        they are first watched)."""
-        pairs = sorted({pair for pair in map(finish_hints.parse, touched) if pair[1] in self._views})
-        if not pairs:
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        for domain, crawlid in pairs:
-            pipe.hget(keys.pending_domain(domain), crawlid)
-        self.reads["touched"] += len(pairs)
-        for (domain, crawlid), count in zip(pairs, pipe.execute(), strict=True):
-            if int(count or 0) > 0:
-                self._views[crawlid].busy.add(domain)
-            else:
-                self._views[crawlid].busy.discard(domain)
+        """The counts the change log names, of the crawls being watched, become unread (others get a full read when
+        they are first watched). Nothing is read here: one busy domain is enough to keep a crawl waiting, so a
+        view's unread counts are read only once it has none (:meth:`_read_unread`)."""
+        for domain, crawlid in map(finish_hints.parse, touched):
+            view = self._views.get(crawlid)
+            if view is not None:
+                view.busy.discard(domain)
+                view.unread.add(domain)
 
-    def _busy_domains(self, crawlid: str, view: _View | None = None) -> set[str]:
-        """The crawl's domains whose count is above zero: every domain of the crawl (``view`` None), or those of
-        the view (a resync)."""
-        if view is None:
-            # a domain that breaks the host rule can hold no task (no key can be formed for it): an older leader
-            # listed it before it failed to land it
-            domains = [d for d in map(as_text, self.redis.smembers(keys.crawl_domains(crawlid)))
-                       if host_problem(d) is None]
-            self.reads["full"] += len(domains)
-        else:
-            domains = sorted(view.busy)
-            self.reads["resync"] += len(domains)
+    def _read_unread(self, crawlid: str, view: _View) -> None:
+        """Read a view's unread counts, READ_CHUNK per round trip, until one is above zero or none is left: a
+        check of a crawl still at work costs a round trip, not a read per changed count."""
+        while view.unread and not view.busy:
+            chunk = [view.unread.pop() for _ in range(min(READ_CHUNK, len(view.unread)))]
+            pipe = self.redis.pipeline(transaction=False)
+            for domain in chunk:
+                pipe.hget(keys.pending_domain(domain), crawlid)
+            self.reads["touched"] += len(chunk)
+            view.busy.update(domain for domain, count in zip(chunk, pipe.execute(), strict=True)
+                             if int(count or 0) > 0)
+
+    def _busy_domains(self, crawlid: str) -> set[str]:
+        """The crawl's domains whose count is above zero: one read of every domain of the crawl."""
+        # a domain that breaks the host rule can hold no task (no key can be formed for it): an older leader
+        # listed it before it failed to land it
+        domains = [d for d in map(as_text, self.redis.smembers(keys.crawl_domains(crawlid)))
+                   if host_problem(d) is None]
+        self.reads["full"] += len(domains)
         if not domains:
             return set()
         pipe = self.redis.pipeline(transaction=False)

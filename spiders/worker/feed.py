@@ -6,8 +6,8 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   **heartbeat** (:class:`~spiders.worker.heartbeat.Heartbeat`: every CRAWLFLEET_HEARTBEAT_INTERVAL seconds, busy while
   it holds tasks) on a thread and a Redis connection of its own, so that a long walk or commit never delays it; each
   beat carries the seconds since this thread's last pass, so the registry shows a slow worker as slow, not gone;
-- **takes** tasks with the fair walk over the job's ready index (:class:`frontier.domain_walk.ReadyWalk`: only due,
-  non-empty domains are asked) over the politeness step
+- **takes** tasks (the steps: :class:`~spiders.worker.feed_take.TakeSteps`) with the fair walk over the job's
+  ready index (:class:`frontier.domain_walk.ReadyWalk`: only due, non-empty domains are asked) over the politeness step
   (:meth:`frontier.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
   up to CRAWLFLEET_PREFETCH leased tasks not yet sent (ready for the downloader, or handed to the scheduler and
   waiting there for their slot: :meth:`TaskFeed.sent` frees their room); when nothing can be taken it waits as long
@@ -21,7 +21,7 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   :meth:`TaskFeed.reserve` (``Politeness.reserve_many``, one round trip per batch), answered through ``on_reserved``;
 - **renews** the leases of tasks still being processed (items waiting for MongoDB, slow downloads) after a third of
   the lease time, and puts leases of this job that expired anyway (a task the process lost track of) back into
-  their queue;
+  their queue (:class:`~spiders.worker.leases.LeaseKeeper`);
 - **commits** finished tasks in batches every CRAWLFLEET_COMMIT_INTERVAL (:class:`~spiders.worker.commit.Committer`);
 - **stops** on request (SIGTERM, a full shutdown) after committing what is finished, then leaves the registry, so
   the master puts every task it still holds (prefetched, leased) back into ``seeds`` at once.
@@ -46,39 +46,28 @@ from typing import Any
 
 from frontier.adaptive import AdaptiveDelay, Sample
 from frontier.domain_walk import ReadyWalk
-from frontier.politeness import Lease, Outcome, Politeness, TakeResult
+from frontier.politeness import Lease, Politeness
 from frontier.ready import ReadyIndex
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
-from frontier.take_batch import take_domains
-from messaging.counts import BLACKLISTED, ROBOTS
+from messaging.counts import ROBOTS
+from messaging.domains import domain_of
 from messaging.outage import OutageLog
 from messaging.settings import default
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
+from spiders.worker.feed_take import TAKE_GROUP, SendSlot, TakeSteps
 from spiders.worker.heartbeat import Heartbeat
+from spiders.worker.leases import LeaseKeeper
 
 logger = logging.getLogger(__name__)
 MIN_IDLE_BACKOFF = 0.05
 COMMIT_BATCH = 500
-TAKE_BATCH = 16  # politeness steps per round trip (Politeness.take_many): 2 round trips for up to 16 tasks
-TAKE_GROUP = 16  # due domains whose steps share those 2 round trips (frontier.take_batch), at most
 
 
 def default_job_id(spider_type: str) -> str:
     """A job id never used before (a retired id stays fenced): host, spider type, pid and a random tail."""
     return f"{socket.gethostname()}-{spider_type}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-@dataclass(frozen=True)
-class SendSlot:
-    """When a request may go out, on this process's clock (the feed's ``clock``, monotonic by default)."""
-
-    domain: str
-    send_at: float  # no earlier than this...
-    slack: float  # ...and no later than this many seconds after it
-    hit: str  # its hit in the throttle windows (withdrawn if it misses the slot)
-    ip: str | None = None  # the address its per-IP window was taken for (a proxy's), None: this host's
 
 
 @dataclass
@@ -94,7 +83,7 @@ class FeedConfig:
     ready_reconcile: float = default("CRAWLFLEET_READY_RECONCILE")  # a full pass of the ready index's repair
 
 
-class TaskFeed:
+class TaskFeed(TakeSteps):
     def __init__(self, info: WorkerInfo, politeness: Politeness, registry: WorkerRegistry, catalog: CrawlCatalog,
                  committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
                  on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
@@ -120,7 +109,7 @@ class TaskFeed:
         self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
         self.index = ReadyIndex(politeness.redis, politeness.job, politeness.spider_type)
-        self.walk = ReadyWalk(self._take_step, self.index, idle_poll=config.idle_backoff_max,
+        self.walk = ReadyWalk(self._take, self.index, idle_poll=config.idle_backoff_max,
                               reconcile_seconds=config.ready_reconcile, on_removed=self._removed,
                               take_group=self._take_group)
         add_listener = getattr(politeness.rates, "add_listener", None)
@@ -131,7 +120,8 @@ class TaskFeed:
         # still prefetched, so they count against CRAWLFLEET_PREFETCH with ``ready`` (else a paced site's leases
         # would pile up in the scheduler, a whole pace horizon's worth, beyond the prefetch).
         self.unsent: set[str] = set()
-        self.held: dict[str, tuple[Lease, float]] = {}  # every lease this worker holds -> when it was last renewed
+        self.leases = LeaseKeeper(politeness, self.index, config.lease_seconds)
+        self.held = self.leases.held  # every lease this worker holds -> when it was last renewed (shared)
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self.paused = False  # back-pressure from storage: take nothing new
         self.completed = 0
@@ -190,6 +180,11 @@ class TaskFeed:
     def _site_changed(self, domain: str | None) -> None:
         """On the config watch's thread: a domain closed under the old config is asked again at the next pass."""
         self.walk.reopen(domain)
+        self._wake.set()
+
+    def robots_stored(self, url: str) -> None:
+        """The robots.txt this process fetched for ``url``'s host is stored: its domain is asked again at once."""
+        self.walk.reopen(domain_of(url))
         self._wake.set()
 
     def pause(self, paused: bool) -> None:
@@ -258,8 +253,8 @@ class TaskFeed:
                     self._commit_some()
                     next_commit = now + self.config.commit_interval
                 if now >= next_renew:
-                    self._renew(now)
-                    self._requeue_expired()
+                    self.leases.renew(now)
+                    self.leases.requeue_expired(now)
                     next_renew = now + self.config.lease_seconds / 6
                 if now >= next_refresh:
                     self.catalog.refresh_known()
@@ -318,77 +313,6 @@ class TaskFeed:
             self.on_ready()
         return taken
 
-    def _take_step(self, domain: str) -> TakeResult:
-        """:meth:`_take`, with the tasks of a blacklisted domain's dropped queue counted as ``blacklisted`` here (the
-        walk hands the other tasks removed, those robots.txt disallows, to :meth:`_removed`)."""
-        return self._blacklisted_counted(self._take(domain))
-
-    def _blacklisted_counted(self, result: TakeResult) -> TakeResult:
-        if result.outcome == Outcome.BLACKLISTED and result.removed:
-            self._removed(result.removed, reason=BLACKLISTED)
-            result.removed = []
-        return result
-
-    def _take(self, domain: str) -> TakeResult:
-        """The politeness step, in batches of up to :data:`TAKE_BATCH` steps per round trip while there is room in
-        the prefetch (the walk gets the first lease, the others wait in ``_extra``); through proxies, the per-IP
-        window is each proxy's exit address, tried in turn."""
-        limit = max(1, min(TAKE_BATCH, self.config.prefetch - self.prefetched()))
-        candidates = self.proxies.candidates(domain) if self.proxies is not None else []
-        if not candidates:
-            return self._first(self.politeness.take_many(domain, limit))
-        removed: list[Task] = []
-        closest: TakeResult | None = None
-        for proxy in candidates:
-            results = self.politeness.take_many(domain, limit, ip=proxy.address)
-            removed += results[0].removed
-            for result in results:
-                if result.lease is not None:
-                    self.proxy_of[result.lease.member] = proxy
-            if results[0].lease is not None:
-                self.proxies.used(domain, proxy)
-            if results[0].outcome != Outcome.THROTTLED:
-                results[0].removed = removed
-                return self._first(results)
-            if closest is None or results[0].wait < closest.wait:
-                closest = results[0]
-        assert closest is not None  # candidates is not empty: every try was throttled, one is the closest
-        closest.removed = removed
-        return closest
-
-    def _room(self) -> int:
-        """Free places in the prefetch: neither ready, popped and unsent, nor taken and waiting in ``_extra``."""
-        return self.config.prefetch - self.prefetched() - len(self._extra)
-
-    def _take_group(self, domains: list[str]) -> list[TakeResult]:
-        """The politeness steps of several due domains in two round trips (frontier.take_batch), each domain's
-        share of the prefetch's room at once; through proxies, domain by domain (:meth:`_take`)."""
-        if self.proxies is not None:
-            return [self._take_step(domain) for domain in domains]
-        limit = max(1, min(TAKE_BATCH, self._room() // len(domains)))
-        return [self._blacklisted_counted(self._first(results))
-                for results in take_domains(self.politeness, domains, limit)]
-
-    def _first(self, results: list[TakeResult]) -> TakeResult:
-        now = self.clock()
-        last = results[-1]
-        if results[0].lease is not None and last.outcome in Outcome.WAITING:
-            results[0].wait = last.wait  # the batch ended on a refusal: the domain is due when it said
-        if results[0].lease is not None:  # did the batch take the last task? then the ready index drops the domain
-            results[0].drained = last.drained or last.outcome == Outcome.EMPTY
-        for n, result in enumerate(results):
-            if result.lease is None:
-                continue
-            lease = result.lease
-            proxy = self.proxy_of.get(lease.member)
-            self.send_at[lease.member] = SendSlot(lease.domain, now + max(0.0, lease.not_before - result.now),
-                                                  lease.slack, lease.hit, proxy.address if proxy else None)
-            self.held[lease.member] = (lease, now)  # renewed like every lease held, also while it waits in the walk
-            if n:
-                self._extra.append(lease)
-                self.walk.lost += 1  # the walk counts its own lease; the batch's others leave the gauges here
-        return results[0]
-
     def _adapt_some(self) -> None:
         samples: list[Sample] = []
         while len(samples) < COMMIT_BATCH:
@@ -427,29 +351,6 @@ class TaskFeed:
         if tasks:
             self.committer.count_unfetched(tasks, reason)
             self.registry.record_completion(self.info.job, tasks)
-
-    def _renew(self, now: float) -> None:
-        due = [(member, lease) for member, (lease, renewed) in list(self.held.items())
-               if now - renewed >= self.config.lease_seconds / 3]
-        for member, lease in due:
-            renewed = self.politeness.renew(lease)
-            if renewed is None:
-                logger.warning("lease of %s was lost (expired or purged); its result will not be acknowledged",
-                               lease.task.url)
-                self.held[member] = (lease, float("inf"))  # never renewed again; dropped when it finishes
-            else:
-                self.held[member] = (renewed, now)
-
-    def _requeue_expired(self) -> None:
-        """Leases of this job that expired (a task this process lost track of) go back to their domain queue."""
-        held = {lease.member for lease, _ in self.held.values()}
-        returned: dict[str, int] = {}
-        for domain in self.politeness.domains():
-            for task in self.politeness.requeue_expired(domain):
-                returned[domain] = returned.get(domain, 0) + 1
-                if task.encode() not in held:
-                    logger.warning("lease of %s had expired: back in the queue", task.url)
-        self.index.requeued(returned)  # after the queue writes: the ready index's invariant (frontier.ready)
 
     def _commit_some(self) -> None:
         batch: list[Finished] = []

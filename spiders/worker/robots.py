@@ -16,7 +16,8 @@ downloader (``engine.download_async``: downloader middlewares only, so proxies, 
 - **the claim** is renewed while the download runs (:meth:`RobotsCache.renew_claims` every third of the claim's TTL,
   in a thread), so a slow robots.txt is never fetched a second time by another worker.
 
-Storing (a Redis call) runs in a thread; the feed is woken when it is done.
+Storing (a Redis call) runs in a thread; the feed is then told, and asks the host's domain again at once (its walk
+does not poll a fetch of its own: :data:`frontier.robots_cache.MINE_WAIT`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class ScrapyRobots(RobotsCache):
 class RobotsFetcher:
     """The reactor side: downloads claimed robots.txt files and publishes what they say."""
 
-    def __init__(self, crawler: Any, cache: RobotsCache, on_stored: Callable[[], None]) -> None:
+    def __init__(self, crawler: Any, cache: RobotsCache, on_stored: Callable[[str], None]) -> None:
+        """``on_stored(url)``: the robots.txt of ``url``'s host was stored (called on the reactor)."""
         self.crawler = crawler
         self.cache = cache
         self.on_stored = on_stored
@@ -112,7 +114,7 @@ class RobotsFetcher:
             call = partial(self.cache.store, url, "")
         self.crawler.stats.inc_value(f"fleet/robots/{kind}")
         threads.deferToThread(call).addCallbacks(
-            lambda _: self.on_stored(),
+            lambda _: self.on_stored(url),
             lambda f: self._store_failed(url, f))
 
     def _store_failed(self, url: str, failure: Failure) -> None:

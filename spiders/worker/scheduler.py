@@ -296,7 +296,7 @@ class FleetScheduler:
         spider.fleet_catalog = self.feed.catalog
         spider.fleet_tracker = self.tracker
         if self.robots is not None:
-            self._robots_fetcher = RobotsFetcher(self.crawler, self.robots, on_stored=self.feed.wake)
+            self._robots_fetcher = RobotsFetcher(self.crawler, self.robots, on_stored=self.feed.robots_stored)
             self._robots_fetcher.start()
         self.feed.start()
         logger.info("worker %s ready (spider type %s, host IP %s)", self.feed.info.job, self.feed.info.spider_type,

@@ -225,7 +225,7 @@ def _queue(politeness: Politeness, task: Task) -> None:
     politeness.redis.sadd(keys.job_domains(politeness.job), task.domain)
     politeness.redis.zadd(keys.queue(politeness.job, task.domain), {task.encode(): 0})
     politeness.redis.hincrby(keys.pending_domain(task.domain), task.crawlid, 1)
-    add_to_index(politeness.redis, politeness.job, politeness.spider_type, {task.domain: 1})  # after the queue write
+    add_to_index(politeness.redis, politeness.job, politeness.spider_type, {task.domain: 1})  # as landing does
 
 
 def test_pages_left_out_are_counted_by_reason_and_shown_on_the_crawl_page(cf: Any) -> None:

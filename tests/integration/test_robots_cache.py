@@ -16,7 +16,7 @@ import pytest
 from deploy.procs import wait_for
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Outcome, Politeness
-from frontier.robots_cache import RobotsCache, fetch_http
+from frontier.robots_cache import MINE_WAIT, PENDING_WAIT, RobotsCache, fetch_http
 from messaging import keys
 from messaging.siteconfig import Rate, SiteConfig
 from messaging.tasks import Task, queue_score
@@ -176,9 +176,11 @@ def test_a_domain_waits_while_another_process_fetches(svc: Any, site: RobotsServ
     task = Task(url=site.url("/page"), crawlid="c", spider_type="list")
     redis.zadd(keys.queue("j", HOST), {task.encode(): 1})
     result = engine.take(HOST, now=T0)
-    assert result.outcome == Outcome.ROBOTS_PENDING and result.wait > 0
+    assert result.outcome == Outcome.ROBOTS_PENDING and result.wait == PENDING_WAIT  # polled: another one fetches
+    assert other.pending_wait(site.url("/page")) == MINE_WAIT  # its own fetch: its store asks the domain again
     assert redis.zcard(keys.throttle_type("list", HOST)) == 0 and site.requests == 0
     other.store(site.url(), "User-agent: *\nAllow: /\n")
+    assert other.pending_wait(site.url("/page")) == PENDING_WAIT
     assert engine.take(HOST, now=T0).outcome == Outcome.TAKEN
     assert site.requests == 0  # the other process's answer was used
 

@@ -1,0 +1,57 @@
+"""The worker's lease upkeep on real Redis and on the 3-node cluster: an expired lease of this job goes back into its
+queue (and its domain into the ready index), asking only the domains takes were sent to, not every domain of the job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deploy.procs import wait_for
+from frontier.config_watch import StaticSiteConfig
+from frontier.politeness import Politeness
+from frontier.ready import ReadyIndex
+from messaging import keys
+from messaging.clock import RedisClock
+from spiders.worker.leases import LeaseKeeper
+from tests.integration.test_ready_index import FAST, dispatch
+
+pytestmark = pytest.mark.integration
+
+LEASE = 0.3
+
+
+@pytest.fixture(params=["single", pytest.param("cluster", marks=pytest.mark.cluster)])
+def svc(request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue("cf" if request.param == "single" else "cf_cluster")
+
+
+class AskedDomains(Politeness):
+    """The real engine, recording which domains each expiry check asked."""
+
+    asked: list[list[str]]
+
+    def requeue_expired_many(self, domains: Any, now: float | None = None) -> Any:
+        self.asked.append(list(domains))
+        return super().requeue_expired_many(domains, now)
+
+
+def test_an_expired_lease_goes_back_and_only_domains_taken_from_are_asked(svc: Any) -> None:
+    redis = svc.redis()
+    dispatch(redis, "w", domains=40, per_domain=1)
+    engine = AskedDomains(redis, "w", "list", "10.0.0.1", StaticSiteConfig(FAST), lease_seconds=LEASE)
+    engine.asked = []
+    keeper = LeaseKeeper(engine, ReadyIndex(redis, "w", "list"), LEASE)
+    keeper.attempted(["d3.test"], 100.0)
+    lease = engine.take("d3.test").lease  # its reply "lost": the keeper does not hold it
+    assert lease is not None and not redis.exists(keys.queue("w", "d3.test"))
+    redis.zrem(keys.ready("w"), "d3.test")  # as the walk does for a drained domain
+    clock = RedisClock(redis)
+    wait_for(lambda: clock.now() > lease.deadline, 10, "the lease's deadline passed on the Redis clock")
+
+    assert keeper.requeue_expired(100.0 + LEASE) == 0 and engine.asked == []  # too soon for any lease to expire
+    assert keeper.requeue_expired(101.0) == 1
+    assert engine.asked == [["d3.test"]]  # not the 39 other domains of the job
+    assert redis.zrange(keys.queue("w", "d3.test"), 0, -1) == [lease.member.encode()]
+    assert redis.zscore(keys.ready("w"), "d3.test") is not None  # back in the ready index
+    assert keeper.requeue_expired(200.0) == 0 and len(engine.asked) == 1  # covered: forgotten
