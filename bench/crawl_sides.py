@@ -6,6 +6,7 @@ politeness never throttles (``messaging.siteconfig.write_defaults``), and runs o
 (:meth:`CrawlBench.run_side`), each over the same three sites (one crawl per site, ``DEMO_UNIVERSAL_RULE``):
 
 - ``scrapy``: ``scrapy crawl bench_plain`` (:mod:`bench.crawl_spiders`), Scrapy's memory scheduler and dupefilter;
+- ``scrapy_pool``: the same with the fleet's page-work pool (``CRAWLFLEET_PAGE_PROCESSES``) as one worker gets it;
 - ``fleet_1`` / ``fleet_2``: a Kafka monitor, a Redis monitor, a master and 1 or 2 ``crawlfleet worker`` processes;
   the crawls are submitted to Kafka and the side ends when the master marks every crawl finished;
 - ``scrapy_redis``: ``scrapy crawl bench_redis`` (:mod:`bench.crawl_redis_spider`), start URLs pushed to Redis.
@@ -41,7 +42,7 @@ from messaging.siteconfig import Rate, SitePaths, write_defaults
 from messaging.tasks import CrawlFields, CrawlState
 
 REPO = Path(__file__).resolve().parents[1]
-SIDES = ("scrapy", "fleet_1", "fleet_2", "scrapy_redis")
+SIDES = ("scrapy", "fleet_1", "fleet_2", "scrapy_redis", "scrapy_pool")
 # The fleet's default site rate during the bench: 1,000 pages a second per site, per spider type and per host IP.
 BENCH_RATE = Rate(60_000, 60)
 MONGO_DB = "crawlbench"
@@ -52,6 +53,26 @@ SERVICE_GROUPS = {"redis": "redis", "mongodb": "mongo", "kafka": "kafka", "zooke
 # Settings taken from the benchmark's own environment into every side's processes (issue 26: page work off the
 # reactor, on or off, for all sides alike).
 PASSED_SETTINGS = ("CRAWLFLEET_PAGE_PROCESSES", "CRAWLFLEET_HOST_WORKERS")
+
+
+def page_work_settings(side: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """Where a side's page work (extraction, Markdown, metadata) runs, unless the bench's environment says so.
+
+    Every side runs the same pipelines; what differs is only the thread they run on. Plain Scrapy and scrapy-redis
+    run item pipelines in the reactor thread, as a Scrapy project does (``CRAWLFLEET_PAGE_PROCESSES=0``);
+    ``scrapy_pool`` gives plain Scrapy the fleet's pool as one worker alone on this host gets it; a fleet side of
+    N workers tells each worker it shares the host with N-1 others (``CRAWLFLEET_HOST_WORKERS=N``), so the
+    registry's default decides as it would in a deployment. A value in ``environ`` wins for every side.
+    """
+    chosen: dict[str, str] = {}
+    if side.startswith("fleet_"):
+        chosen["CRAWLFLEET_HOST_WORKERS"] = side.split("_")[1]
+    elif side == "scrapy_pool":
+        chosen.update(CRAWLFLEET_PAGE_PROCESSES="-1", CRAWLFLEET_HOST_WORKERS="1")
+    else:
+        chosen["CRAWLFLEET_PAGE_PROCESSES"] = "0"
+    chosen.update({name: environ[name] for name in PASSED_SETTINGS if name in environ})
+    return chosen
 
 
 @dataclass
@@ -171,7 +192,7 @@ class CrawlBench:
         self.sampler.take()  # forget what came before this side
         self.echo(f"--- round {round_no}: {side}")
         try:
-            if side == "scrapy":
+            if side in ("scrapy", "scrapy_pool"):
                 submitted = self._run_scrapy("bench_plain", "bench.crawl_spiders", crawls, side)
             elif side == "scrapy_redis":
                 submitted = self._run_scrapy("bench_redis", "bench.crawl_redis_spider", crawls, side)
@@ -197,7 +218,7 @@ class CrawlBench:
             self._redis.rpush(key, *(json.dumps({"url": url, "crawlid": crawlid}) for crawlid, url in crawls.items()))
         log = self.logs / f"{side}.log"
         log.unlink(missing_ok=True)
-        proc = spawn(argv, log, env=self.env, cwd=REPO)
+        proc = spawn(argv, log, env={**self.env, **page_work_settings(side, os.environ)}, cwd=REPO)
         self._procs = [proc]
         self.side_groups["workers"] = [proc.pid]
         wait_for(lambda: proc.poll() is not None, self.timeout, f"{spider} to finish the crawl", interval=0.2)
@@ -206,7 +227,7 @@ class CrawlBench:
         return None  # the clock starts at its first HTTP request
 
     def _run_fleet(self, workers: int, crawls: dict[str, str], side: str) -> float:
-        env = self.env
+        env = {**self.env, **page_work_settings(side, os.environ)}
         procs: dict[str, Any] = {}
         self._procs = []
 

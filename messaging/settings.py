@@ -419,12 +419,14 @@ define("CRAWLFLEET_RENDER_MIN_TEXT", 200,
        "text (rendered).", group="render", parse=int)
 
 # --- worker: page work off the reactor (spiders/pipelines/pagework.py) -------------------------------------------
-define("CRAWLFLEET_PAGE_PROCESSES", 0,
-       "Processes a worker runs main-text extraction, Markdown and metadata in, off its reactor thread. 0: none "
-       "(the pipelines do the work in the reactor); -1: one when the host has more than one usable core per worker "
-       "(CRAWLFLEET_HOST_WORKERS), else none.", group="worker", parse=int)
+define("CRAWLFLEET_PAGE_PROCESSES", -1,
+       "Processes a worker runs main-text extraction, Markdown and metadata in, off its reactor thread "
+       "(spiders/pipelines/pagework.py; items' order is irrelevant and a busy pool holds back downloading). -1 "
+       "(default): one when the host has more than one usable core (os.sched_getaffinity) per worker "
+       "(CRAWLFLEET_HOST_WORKERS), else none; 0: none, the pipelines do the work in the reactor thread; N: N.",
+       group="worker", parse=int)
 define("CRAWLFLEET_HOST_WORKERS", 1,
-       "Worker processes this host runs (for CRAWLFLEET_PAGE_PROCESSES=-1: cores per worker).", group="worker",
+       "Worker processes this host runs (for CRAWLFLEET_PAGE_PROCESSES=-1: usable cores per worker).", group="worker",
        parse=int)
 
 # --- warc: WARC archives written by the workers (spiders/warc) ----------------------------------------------------

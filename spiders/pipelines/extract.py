@@ -9,8 +9,10 @@ spider hands the choice over as ``_outputs``, popped here): ``text`` and ``markd
 crawl's rule extracted wins over the extraction's guess: a non-empty ``title`` (or ``published``, or ``text``) of
 the item is kept.
 
-Extraction is CPU work (about 5 ms a page), not a network wait, so it runs right here in the reactor thread: a
-thread would only add a hand-over and contend for the GIL. It must never cost an item: when it raises, the item
+Extraction is CPU work (about 5 ms a page), not a network wait: a thread would only add a hand-over and contend
+for the GIL, so it runs either in a process pool (:mod:`spiders.pipelines.pagework`, at 340, on by default when
+the host has more than one core per worker; the item then arrives here without ``_html``) or right here in the
+reactor thread. It must never cost an item: when it raises, the item
 goes on without text, the failure is logged on one line (the traceback only the first time in this process) and
 counted (``extract/failed`` in Scrapy's stats, ``stats:crawler:extract:failed:…`` for the cluster).
 """

@@ -8,7 +8,7 @@ import pytest
 
 from bench.crawl import ratio, side_order, summarize
 from bench.crawl_cpu import cpu_between, group_seconds, parse_stat, tree_ticks
-from bench.crawl_sides import SideResult
+from bench.crawl_sides import SideResult, page_work_settings
 from bench.crawl_site import Fetch, bench_sites, check_fetches, crawled_paths, file_for, nginx_conf, parse_access_line
 
 pytestmark = pytest.mark.unit
@@ -111,3 +111,13 @@ def test_access_lines_and_the_exactly_once_check() -> None:
     assert any("never fetched" in p for p in bad.problems)
     assert any("fetched twice" in p for p in bad.problems)
     assert any("not a page" in p for p in bad.problems) and any("status 404" in p for p in bad.problems)
+
+
+def test_page_work_runs_where_each_side_would_run_it_unless_the_environment_says() -> None:
+    assert page_work_settings("scrapy", {}) == {"CRAWLFLEET_PAGE_PROCESSES": "0"}
+    assert page_work_settings("scrapy_redis", {}) == {"CRAWLFLEET_PAGE_PROCESSES": "0"}
+    assert page_work_settings("scrapy_pool", {}) == {"CRAWLFLEET_PAGE_PROCESSES": "-1", "CRAWLFLEET_HOST_WORKERS": "1"}
+    assert page_work_settings("fleet_2", {}) == {"CRAWLFLEET_HOST_WORKERS": "2"}
+    forced = {"CRAWLFLEET_PAGE_PROCESSES": "1", "HOME": "/x"}
+    assert page_work_settings("scrapy", forced) == {"CRAWLFLEET_PAGE_PROCESSES": "1"}
+    assert page_work_settings("fleet_1", forced) == {"CRAWLFLEET_HOST_WORKERS": "1", "CRAWLFLEET_PAGE_PROCESSES": "1"}
