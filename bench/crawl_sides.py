@@ -61,12 +61,13 @@ def page_work_settings(side: str, environ: Mapping[str, str]) -> dict[str, str]:
     Every side runs the same pipelines; what differs is only the thread they run on. Plain Scrapy and scrapy-redis
     run item pipelines in the reactor thread, as a Scrapy project does (``CRAWLFLEET_PAGE_PROCESSES=0``);
     ``scrapy_pool`` gives plain Scrapy the fleet's pool as one worker alone on this host gets it; a fleet side of
-    N workers tells each worker it shares the host with N-1 others (``CRAWLFLEET_HOST_WORKERS=N``), so the
-    registry's default decides as it would in a deployment. A value in ``environ`` wins for every side.
+    N workers tells each worker it shares the host with N-1 others (``CRAWLFLEET_HOST_WORKERS=N``) and asks for
+    ``CRAWLFLEET_PAGE_PROCESSES=-1`` (a pool when the host has a core to spare per worker). A value in ``environ``
+    wins for every side.
     """
     chosen: dict[str, str] = {}
     if side.startswith("fleet_"):
-        chosen["CRAWLFLEET_HOST_WORKERS"] = side.split("_")[1]
+        chosen.update(CRAWLFLEET_PAGE_PROCESSES="-1", CRAWLFLEET_HOST_WORKERS=side.split("_")[1])
     elif side == "scrapy_pool":
         chosen.update(CRAWLFLEET_PAGE_PROCESSES="-1", CRAWLFLEET_HOST_WORKERS="1")
     else:

@@ -419,11 +419,13 @@ define("CRAWLFLEET_RENDER_MIN_TEXT", 200,
        "text (rendered).", group="render", parse=int)
 
 # --- worker: page work off the reactor (spiders/pipelines/pagework.py) -------------------------------------------
-define("CRAWLFLEET_PAGE_PROCESSES", -1,
+define("CRAWLFLEET_PAGE_PROCESSES", 0,
        "Processes a worker runs main-text extraction, Markdown and metadata in, off its reactor thread "
-       "(spiders/pipelines/pagework.py; items' order is irrelevant and a busy pool holds back downloading). -1 "
-       "(default): one when the host has more than one usable core (os.sched_getaffinity) per worker "
-       "(CRAWLFLEET_HOST_WORKERS), else none; 0: none, the pipelines do the work in the reactor thread; N: N.",
+       "(spiders/pipelines/pagework.py; items' order is irrelevant and a busy pool holds back downloading). -1: "
+       "one when the host has more than one usable core (os.sched_getaffinity) per worker "
+       "(CRAWLFLEET_HOST_WORKERS), else none; 0 (default: the pool's spawned processes re-import a script's "
+       "__main__, which breaks scripts without a main guard): none, the pipelines do the work in the reactor "
+       "thread; N: N.",
        group="worker", parse=int)
 define("CRAWLFLEET_HOST_WORKERS", 1,
        "Worker processes this host runs (for CRAWLFLEET_PAGE_PROCESSES=-1: usable cores per worker).", group="worker",

@@ -117,7 +117,7 @@ def test_page_work_runs_where_each_side_would_run_it_unless_the_environment_says
     assert page_work_settings("scrapy", {}) == {"CRAWLFLEET_PAGE_PROCESSES": "0"}
     assert page_work_settings("scrapy_redis", {}) == {"CRAWLFLEET_PAGE_PROCESSES": "0"}
     assert page_work_settings("scrapy_pool", {}) == {"CRAWLFLEET_PAGE_PROCESSES": "-1", "CRAWLFLEET_HOST_WORKERS": "1"}
-    assert page_work_settings("fleet_2", {}) == {"CRAWLFLEET_HOST_WORKERS": "2"}
+    assert page_work_settings("fleet_2", {}) == {"CRAWLFLEET_PAGE_PROCESSES": "-1", "CRAWLFLEET_HOST_WORKERS": "2"}
     forced = {"CRAWLFLEET_PAGE_PROCESSES": "1", "HOME": "/x"}
     assert page_work_settings("scrapy", forced) == {"CRAWLFLEET_PAGE_PROCESSES": "1"}
-    assert page_work_settings("fleet_1", forced) == {"CRAWLFLEET_HOST_WORKERS": "1", "CRAWLFLEET_PAGE_PROCESSES": "1"}
+    assert page_work_settings("fleet_1", forced) == {"CRAWLFLEET_PAGE_PROCESSES": "1", "CRAWLFLEET_HOST_WORKERS": "1"}
