@@ -8,7 +8,7 @@ and, after a lost session, re-reads the node and re-registers the watch as soon 
 restarting. A change is visible here as soon as ZooKeeper delivers the event (milliseconds on a LAN).
 
 Listeners (:meth:`SiteConfigWatch.add_listener`) hear of every applied change, on kazoo's thread: the worker's feed
-reopens the changed domain in its walk (``frontier.domain_walk.DomainWalk.reopen``), so that a rate raised or lowered
+reopens the changed domain in its walk (``frontier.domain_walk.ReadyWalk.reopen``), so that a rate raised or lowered
 applies to the next step instead of after a wait computed under the old one; the politeness step reads the rate at
 every call and spaces hits with it at once (``frontier/lua/pace.lua``).
 
