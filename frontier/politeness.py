@@ -129,12 +129,14 @@ def _source(name: str) -> str:
 def block_domain(redis: RedisClient, domain: str, seconds: float, now: float | None = None, *,
                  script: Any = None) -> float:
     """Hold every worker of the cluster off ``domain`` for ``seconds`` (``block:{<domain>}``, only ever extended;
-    the politeness step refuses the domain until it ends); returns when the block ends (Redis time, seconds).
+    the politeness step refuses the domain until it ends, and :class:`frontier.blocks.BlockListener` tells every
+    worker at once, on ``keys.BLOCKS_CHANNEL``); returns when the block ends (Redis time, seconds).
 
     ``now`` (seconds) replaces the Redis clock in tests; ``script`` is the block script already registered on
     ``redis`` (else it is registered now: the source is read once per process)."""
     block = script if script is not None else _script(redis, "block")
-    until = block(keys=[keys.block(domain)], args=[now_arg(now), max(0.0, float(seconds))])
+    until = block(keys=[keys.block(domain)],
+                  args=[now_arg(now), max(0.0, float(seconds)), keys.BLOCKS_CHANNEL, domain])
     return int(until) / US
 
 

@@ -169,6 +169,11 @@ def block(domain: str) -> str:
     return f"block:{{{_tag(domain)}}}"
 
 
+BLOCKS_CHANNEL = "blocks"
+"""pub/sub channel: ``<domain> <microseconds left>`` each time a block (``block:{<domain>}``) is set or extended, so
+that every worker holds back the hits it reserved on the domain before the 429/503 came (frontier/blocks.py)."""
+
+
 def robots(domain: str, host: str) -> str:
     """string: the cached robots.txt of one host of the domain (robots.txt is per host, and per port when the URL
     names one), shared by every worker, with a TTL. The domain is the hash tag."""

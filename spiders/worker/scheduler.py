@@ -15,6 +15,9 @@ the methods Scrapy calls on the reactor only move objects in memory:
   that would leave later (the downloader was busy) withdraws its hit and asks the feed for a new slot, and so does
   every follow-up (a redirect or retry is one more hit on the site). The site's count of hits then matches the
   cluster's in every window;
+- while a domain is blocked (a 429/503's Retry-After seen by any worker: this process's
+  :class:`~spiders.middlewares.retry_after.RetryAfterMiddleware`, or :class:`frontier.blocks.BlockListener` for the
+  others), none of its requests leaves, whatever slot it holds: the site sees nothing but what was already in flight;
 - :meth:`enqueue_request` keeps follow-ups local: they belong to the task they came from and complete it;
 - :meth:`has_pending_requests` stays true while the worker runs: an idle worker waits for work instead of closing,
   and the feed nudges the engine when tasks arrive (no 5-second heartbeat wait).
@@ -46,6 +49,7 @@ from twisted.internet import threads
 from twisted.python.failure import Failure
 
 from frontier.adaptive import AdaptiveDelay, AdaptiveRule, Sample
+from frontier.blocks import BlockListener
 from frontier.config_watch import SiteConfigWatch
 from frontier.politeness import STATS_MODULE as POLITENESS_STATS
 from frontier.politeness import Politeness
@@ -81,7 +85,8 @@ class FleetScheduler:
         self._order = itertools.count()
         self._closing = False
         self._nudge_pending = False
-        self._blocked: dict[str, float] = {}  # domain -> until (monotonic): a 429/503 seen by this process
+        self._blocked: dict[str, float] = {}  # domain -> until (monotonic): a 429/503 seen by any worker
+        self._block_listener: BlockListener | None = None  # tells of the other workers' blocks
         self._robots_fetcher: RobotsFetcher | None = None
         self._reserving: dict[int, Request] = {}  # requests waiting for the feed to reserve their slot
         self._tokens = itertools.count()
@@ -174,21 +179,21 @@ class FleetScheduler:
                 request.meta["fleet_ip"] = proxy.address  # follow-ups reserve their hits for the same address
             if slot is not None:
                 request.meta["fleet_slot"] = slot
-            blocked_until = self._blocked.get(lease.domain, 0.0)
-            if blocked_until > time.monotonic():  # leased before the site said 429: it waits with the retries
-                request.meta["not_before"] = blocked_until
-                self._hold(request)
-                continue
             if self._at_its_slot(request):
                 return request
         return None
 
     def _at_its_slot(self, request: Request) -> bool:
         """Whether the request may go out now: within its slot's span. Too early, it waits for the slot; too late,
-        or without a slot (a follow-up), it gets a new one from the feed first."""
+        or without a slot (a follow-up), it gets a new one from the feed first. While its domain is blocked (any
+        worker's 429/503: :mod:`frontier.blocks`), it waits for the block's end whatever its slot."""
         slot: SendSlot | None = request.meta.get("fleet_slot")
         domain = domain_of(request.url)
         now = time.monotonic()
+        blocked_until = self._blocked.get(domain, 0.0)
+        if blocked_until > now:  # reserved or leased before the site said 429/503: it waits the block out, then
+            self._hold(request, blocked_until)  # its slot is late and a new one is reserved (no earlier than the end)
+            return False
         if slot is None or slot.domain != domain:
             self._reserve(request, domain, "")
             return False
@@ -275,6 +280,9 @@ class FleetScheduler:
                                                                         s.adaptive_max_delay)),
                              beats=WorkerRegistry(clients.redis_client(s)))  # heartbeats: a connection of their own
         self.feed.register()
+        self._block_listener = BlockListener(  # a connection of its own: it waits on the channel
+            clients.redis_client(s), lambda domain, until: reactor.callFromThread(self._domain_blocked, domain, until),
+            name=f"blocks-{job}").start()
         self.tracker = TaskTracker(spider, catalog, politeness.admits, self.feed.finish, self.crawler.stats)
         self._redirects = BloomDupeFilter(clients.redis_client(s), s)  # used from the thread pool only
 
@@ -305,6 +313,8 @@ class FleetScheduler:
     def _shutdown(self) -> None:
         assert self.feed is not None  # shut down only after it was opened
         self.feed.stop()
+        if self._block_listener is not None:
+            self._block_listener.stop()
         self._counters.close()
         try:
             self._zk.stop()
