@@ -11,5 +11,7 @@ if current and current >= until_us then
 end
 redis.call('SET', KEYS[1], string.format('%d', until_us), 'PX', math.max(1, math.ceil((until_us - now) / 1000)))
 -- Workers hold hits they reserved before the block: the message says how long is left (no clock to agree on).
-redis.call('PUBLISH', ARGV[3], ARGV[4] .. ' ' .. string.format('%d', until_us - now))
+-- pcall: a user whose ACL refuses the channel still blocks the domain (the workers then learn of it at their
+-- next reservation instead).
+redis.pcall('PUBLISH', ARGV[3], ARGV[4] .. ' ' .. string.format('%d', until_us - now))
 return string.format('%d', until_us)

@@ -70,3 +70,21 @@ def test_a_listener_whose_connection_drops_subscribes_again(cf) -> None:
         block_domain(redis, "again.example", 5)
         assert heard.get(timeout=WAIT)[0] == "again.example"
         assert redis.exists(keys.block("again.example"))
+
+
+def test_a_user_refused_the_channel_still_blocks_the_domain(cf) -> None:
+    redis = cf.redis()
+    user = f"nochannel-{cf.name}"[:60]
+    redis.acl_setuser(user, enabled=True, passwords=["+secret"], commands=["+@all"], keys=["*"], channels=[],
+                      reset_channels=True)
+    try:
+        where = redis.connection_pool.connection_kwargs
+        limited = redis.__class__(host=where["host"], port=where["port"], db=where.get("db", 0), username=user,
+                                  password="secret")  # the same server and database, as that user
+        with pytest.raises(Exception, match="(?i)permission|no permissions"):
+            limited.publish(keys.BLOCKS_CHANNEL, "refused.example 1")
+        until = block_domain(limited, "refused.example", 30)
+        assert int(redis.get(keys.block("refused.example"))) / 1e6 == until
+        limited.close()  # the block is set all the same: the workers learn of it at their next reservation
+    finally:
+        redis.acl_deluser(user)
