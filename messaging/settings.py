@@ -429,8 +429,9 @@ define("CRAWLFLEET_PAGE_PROCESSES", -1,
        group="worker", parse=int)
 define("CRAWLFLEET_HOST_WORKERS", 1,
        "Worker processes this host runs, for CRAWLFLEET_PAGE_PROCESSES=-1 (usable cores per worker). `crawlfleet "
-       "up` sets it for its workers to how many it runs (unless it is set in its environment); a worker started "
-       "on its own counts as the only one.", group="worker", parse=int)
+       "up` sets it for its workers to how many it runs, the manager for its spiders to CRAWLFLEET_MANAGER_MAX_PROC "
+       "(unless it is set in their environment); a worker started on its own counts as the only one.",
+       group="worker", parse=int)
 
 # --- warc: WARC archives written by the workers (spiders/warc) ----------------------------------------------------
 define("CRAWLFLEET_WARC_DIR", "",
