@@ -187,6 +187,7 @@ def _start_new(run_dir: Path, spec: FleetSpec, env: dict[str, str]) -> list[str]
                 jobs[process.spider] = max(jobs.get(process.spider, 0), number)
 
     modify_state(run_dir, remember)  # job numbers are taken before anything starts: a job id is never reused
+    env = with_host_workers(env, processes)
     for process in processes:
         _spawn(run_dir, process, env)
         record["processes"].append(process.to_dict())
@@ -199,6 +200,7 @@ def _reconcile(run_dir: Path, record: dict[str, Any], env: dict[str, str], timeo
     """Respawn the dead processes of a recorded fleet (all of them when the services moved)."""
     processes = [FleetProcess.from_dict(data) for data in record["processes"]]
     moved = record.get("connection") != _connection(env)
+    env = with_host_workers(env, processes)
     if moved:
         _stop_all(processes)
     respawned: list[FleetProcess] = []
@@ -237,7 +239,7 @@ def replace_process(run_dir: Path, name: str, kill: bool = False, timeout: float
             return process.name  # it came back meanwhile
     if process.role == "worker":
         process = worker_process(_next_job(run_dir, process.spider or "list"), process.spider or "list")
-    env = child_env(run_dir, state)
+    env = with_host_workers(child_env(run_dir, state), processes)
     _spawn(run_dir, process, env)
     processes[index] = process
     record = {**record, "processes": [p.to_dict() for p in processes]}
@@ -330,6 +332,15 @@ def child_env(run_dir: str | os.PathLike[str], state: Mapping[str, Any] | None =
             env[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH", "")]))
     return env
+
+
+def with_host_workers(env: dict[str, str], processes: list[FleetProcess]) -> dict[str, str]:
+    """``env`` telling the workers how many of them this fleet runs on the host (``CRAWLFLEET_HOST_WORKERS``, for
+    the size of their page-work pools), unless the caller's environment says it already."""
+    if "CRAWLFLEET_HOST_WORKERS" in env:
+        return env
+    workers = sum(process.role == "worker" for process in processes)
+    return {**env, "CRAWLFLEET_HOST_WORKERS": str(max(1, workers))}
 
 
 def _connection(env: Mapping[str, str]) -> dict[str, str]:

@@ -115,6 +115,8 @@ class Launcher(Service):
         self.env = dict(os.environ if env is None else env)
         self.env.setdefault("SCRAPY_SETTINGS_MODULE", "spiders.settings")
         self.env["PYTHONIOENCODING"] = "UTF-8"
+        # up to max_proc spiders share this host: their page-work pools (CRAWLFLEET_PAGE_PROCESSES=-1) count so
+        self.env.setdefault("CRAWLFLEET_HOST_WORKERS", str(max_proc))
         self.processes: dict[int, SpiderProcess] = {}
         self.on_change = on_change or (lambda: None)
         self._stopping = False

@@ -419,17 +419,19 @@ define("CRAWLFLEET_RENDER_MIN_TEXT", 200,
        "text (rendered).", group="render", parse=int)
 
 # --- worker: page work off the reactor (spiders/pipelines/pagework.py) -------------------------------------------
-define("CRAWLFLEET_PAGE_PROCESSES", 0,
+define("CRAWLFLEET_PAGE_PROCESSES", -1,
        "Processes a worker runs main-text extraction, Markdown and metadata in, off its reactor thread "
-       "(spiders/pipelines/pagework.py; items' order is irrelevant and a busy pool holds back downloading). -1: "
-       "one when the host has more than one usable core (os.sched_getaffinity) per worker "
-       "(CRAWLFLEET_HOST_WORKERS), else none; 0 (default: the pool's spawned processes re-import a script's "
-       "__main__, which breaks scripts without a main guard): none, the pipelines do the work in the reactor "
-       "thread; N: N.",
+       "(spiders/pipelines/pagework.py; programs of their own, `python -m spiders.pipelines.pageproc`, that never "
+       "import the worker's __main__; items' order is irrelevant and a busy pool holds back downloading; a "
+       "process that dies loses no page). -1 (default): ceil(usable cores / CRAWLFLEET_HOST_WORKERS) - 1, at most "
+       "4: one or more when the host has more than one usable core (os.sched_getaffinity) per worker, else none; "
+       "0: none, the pipelines do the work in the reactor thread; N: N.",
        group="worker", parse=int)
 define("CRAWLFLEET_HOST_WORKERS", 1,
-       "Worker processes this host runs (for CRAWLFLEET_PAGE_PROCESSES=-1: usable cores per worker).", group="worker",
-       parse=int)
+       "Worker processes this host runs, for CRAWLFLEET_PAGE_PROCESSES=-1 (usable cores per worker). `crawlfleet "
+       "up` sets it for its workers to how many it runs, the manager for its spiders to CRAWLFLEET_MANAGER_MAX_PROC "
+       "(unless it is set in their environment); a worker started on its own counts as the only one.",
+       group="worker", parse=int)
 
 # --- warc: WARC archives written by the workers (spiders/warc) ----------------------------------------------------
 define("CRAWLFLEET_WARC_DIR", "",

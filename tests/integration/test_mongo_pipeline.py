@@ -23,8 +23,10 @@ from tests.plugins.mongo import OwnMongo
 pytestmark = pytest.mark.integration
 
 DRIVER = r'''
-import asyncio, json, logging, sys, time, warnings
+import asyncio, json, logging, os, signal, sys, time, warnings
 from pathlib import Path
+
+print(f"DRIVER TOP {os.getpid()}", flush=True)  # no main guard: a child that imported this script would say so too
 
 from scrapy.utils.reactor import install_reactor
 
@@ -40,6 +42,7 @@ from twisted.internet import task
 from w3lib.url import canonicalize_url
 
 from spiders.addon import ITEM_PIPELINES
+from spiders.pipelines.pagework import PageWorkPipeline
 from spiders.signals import storage_backlog
 
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="LOG %(name)s %(levelname)s %(message)s")
@@ -122,6 +125,23 @@ async def main():
         feed({**item("c2", 3), "title": " "})  # a required field missing: dropped by the clean pipeline
         feed({**item("c2", 4), "sizes": {1, 2}})  # BSON has no sets: refused, the rest of its batch is stored
         await until(lambda: len(fired) + len(failed) == 2 * size + 8, 10, "the timer's flush")
+    elif scenario == "pool":
+        pagework = next(m for m in manager.middlewares if isinstance(m, PageWorkPipeline))
+        pool = pagework.pool
+        result["pids"] = list(pool.pids)
+        page = Path(params["page"]).read_text()
+        for n in range(params["first"]):
+            feed({**item("c1", n), "_html": page})
+        await until(lambda: len(fired) == params["first"], 30, "the first items")
+        victim = pool.pids[0]
+        os.kill(victim, signal.SIGSTOP)  # it takes pages but cannot answer: they are in its hand when it dies
+        for n in range(params["first"], params["total"]):
+            feed({**item("c1", n), "_html": page})
+        await until(lambda: pool.pages_in_hand == params["total"] - params["first"], 10, "pages in the pool")
+        print(f"PHASE killing {victim}", flush=True)
+        os.kill(victim, signal.SIGKILL)
+        await until(lambda: len(fired) + len(failed) == params["total"], 30, "every item")
+        result.update(victim=victim, pids_after=list(pool.pids), in_reactor=pool.in_reactor)
     elif scenario == "outage":
         crawl, total = "c1", params["total"]
         fed = 0
@@ -140,7 +160,8 @@ async def main():
         await until(lambda: len(fired) == total + 1, 90, "every item")
     result.update(fired=len(fired), failed=failed, early=early, backlog=backlog, batches=batches,
                   stored=pipeline.stored,
-                  stats={k: v for k, v in crawler.stats.get_stats().items() if k.split("/")[0] in ("mongo", "clean")})
+                  stats={k: v for k, v in crawler.stats.get_stats().items()
+                         if k.split("/")[0] in ("mongo", "clean", "extract")})
     await manager.close_spider_async()
     result["deprecations"] = deprecations
     print("RESULT " + json.dumps(result), flush=True)
@@ -239,3 +260,32 @@ def test_an_outage_is_waited_out_without_loss_or_duplicates(cf, procs, tmp_path)
     assert 2 <= len(outage_lines) <= 4, outage_lines  # lost, perhaps still down, back: no flood
     assert "is back" in outage_lines[-1]
     assert "Traceback" not in log
+
+
+def test_a_script_without_a_main_guard_stores_its_items_through_the_page_pool_even_when_a_process_dies(
+        cf, procs, tmp_path):
+    first, total = 12, 20
+    page = tmp_path / "page.html"
+    page.write_text("<html><head><title>Storm</title></head><body><article><h1>Storm hits the coast</h1>"
+                    + "<p>The storm reached the coast on Monday night and the town held its breath.</p>" * 12
+                    + "</article></body></html>")
+    params = {"first": first, "total": total, "page": str(page),
+              "settings": _settings(cf, CRAWLFLEET_PAGE_PROCESSES=2, CRAWLFLEET_MONGO_BATCH=4,
+                                    CRAWLFLEET_MONGO_FLUSH_SECONDS=0.2)}
+    proc = _driver(procs, cf, tmp_path, "pool", params)
+    result = _result(procs, proc, timeout=90)
+    log = procs.log(proc)
+
+    assert [line for line in log.splitlines() if line.startswith("DRIVER TOP")] == [f"DRIVER TOP {proc.pid}"]
+    assert len(result["pids"]) == 2 and proc.pid not in result["pids"]
+    assert result["fired"] == total and result["failed"] == [] and result["early"] == []
+    died = [line for line in log.splitlines() if "died" in line and "spiders.pipelines.pagepool" in line]
+    assert len(died) == 1 and f"process {result['victim']} died" in died[0], died
+    assert f"with {total - first} page(s) in hand: they are processed in the reactor" in died[0]
+    assert result["in_reactor"] == total - first
+    assert result["victim"] not in result["pids_after"] and len(result["pids_after"]) == 2  # replaced
+    assert result["stats"]["extract/pages"] == total and "extract/failed" not in result["stats"]
+    assert "Traceback" not in log
+    docs = list(cf.mongo()["c1"].find({}, {"url": 1, "text": 1, "title": 1}))
+    assert len(docs) == total  # every item stored once, with its extracted text
+    assert all("The storm reached the coast" in doc["text"] for doc in docs), docs[0]

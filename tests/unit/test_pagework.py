@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import os
+
 import pytest
 from twisted.internet.defer import Deferred
 
+from deploy.fleet import FleetSpec, plan, with_host_workers
+from messaging.settings import SETTINGS
 from spiders.pipelines.extract import ExtractPipeline
 from spiders.pipelines.metadata import MetadataPipeline
-from spiders.pipelines.pagework import PageBatcher, page_work, page_work_batch, pool_size
+from spiders.pipelines.pagepool import PageProcess
+from spiders.pipelines.pageproc import _read_frame, frame, serve
+from spiders.pipelines.pagework import AUTO_MAX, PageBatcher, page_work, page_work_batch, pool_size, usable_cores
 from tests.unit.test_metadata import NEWS
 
 pytestmark = pytest.mark.unit
@@ -16,9 +23,51 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize(("setting", "host_workers", "cores", "expected"), [
     (0, 1, 8, 0), (3, 4, 2, 3),  # explicit
     (-1, 1, 2, 1), (-1, 2, 2, 0), (-1, 2, 3, 1), (-1, 0, 1, 0), (-1, 4, 4, 0),  # more than one core per worker
+    (-1, 1, 1, 0), (-1, 4, 2, 0), (-1, 2, 8, 3), (-1, 3, 8, 2), (-1, 3, 4, 1),  # the worker's share less its own
+    (-1, 1, 64, AUTO_MAX),  # no more than a reactor can keep busy
 ])
 def test_pool_size(setting, host_workers, cores, expected):
     assert pool_size(setting, host_workers, cores) == expected
+
+
+def test_pool_size_defaults_to_this_hosts_usable_cores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert usable_cores() == 3 and pool_size(-1, 1) == 2 and pool_size(-1, 2) == 1 and pool_size(-1, 3) == 0
+
+
+def test_the_registry_default_is_auto():
+    assert SETTINGS["CRAWLFLEET_PAGE_PROCESSES"].default == -1 and SETTINGS["CRAWLFLEET_HOST_WORKERS"].default == 1
+
+
+def test_a_local_fleet_tells_its_workers_how_many_share_the_host():
+    processes = plan(FleetSpec(workers={"list": 2, "universal": 3}, masters=2), "h", {})
+    assert with_host_workers({"A": "1"}, processes) == {"A": "1", "CRAWLFLEET_HOST_WORKERS": "5"}
+    assert with_host_workers({"CRAWLFLEET_HOST_WORKERS": "8"}, processes) == {"CRAWLFLEET_HOST_WORKERS": "8"}
+
+
+def test_a_pool_process_answers_frames_in_order_and_ends_with_its_input():
+    pages = [[(NEWS, "https://daily.test/a", ["text"])], [("<p>x</p>", None, ["markdown"]), ("", None, [])]]
+    answers = io.BytesIO()
+    assert serve(io.BytesIO(b"".join(frame(batch) for batch in pages)), answers) == 2
+    stream = io.BytesIO(answers.getvalue())
+    assert _read_frame(stream) == {"pid": os.getpid()}
+    assert [_read_frame(stream), _read_frame(stream)] == [page_work_batch(batch) for batch in pages]
+    assert _read_frame(stream) is None
+
+
+def test_answers_split_anyhow_across_reads_reach_their_jobs_in_order():
+    process = PageProcess(pool=None)
+    process.transport = type("T", (), {"write": lambda self, data: None})()
+    ready = []
+    process.ready.addCallback(ready.append)
+    jobs = [process.send([("<p/>", None, [])]) for _ in range(3)]
+    answers = []
+    for job in jobs:
+        job.addCallback(answers.append)
+    stream = frame({"pid": 7}) + b"".join(frame([{"n": n}]) for n in range(3))
+    for start in range(0, len(stream), 5):
+        process.outReceived(stream[start:start + 5])
+    assert ready == [7] and answers == [[{"n": 0}], [{"n": 1}], [{"n": 2}]] and not process.jobs
 
 
 def test_page_work_gives_what_the_two_pipelines_give():
