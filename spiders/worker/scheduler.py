@@ -14,7 +14,9 @@ the methods Scrapy calls on the reactor only move objects in memory:
   earlier than the slot its politeness step recorded the hit at and no later than the lease's slack after it; one
   that would leave later (the downloader was busy) withdraws its hit and asks the feed for a new slot, and so does
   every follow-up (a redirect or retry is one more hit on the site). The site's count of hits then matches the
-  cluster's in every window;
+  cluster's in every window. A new slot is asked for only while fewer are being asked for than the downloader has
+  free places (the others wait, parked): a slot reserved for a request the downloader cannot take would be missed
+  again;
 - :meth:`enqueue_request` keeps follow-ups local: they belong to the task they came from and complete it;
 - :meth:`has_pending_requests` stays true while the worker runs: an idle worker waits for work instead of closing,
   and the feed nudges the engine when tasks arrive (no 5-second heartbeat wait).
@@ -37,6 +39,7 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from functools import partial
 from typing import Any
 
@@ -84,6 +87,9 @@ class FleetScheduler:
         self._blocked: dict[str, float] = {}  # domain -> until (monotonic): a 429/503 seen by this process
         self._robots_fetcher: RobotsFetcher | None = None
         self._reserving: dict[int, Request] = {}  # requests waiting for the feed to reserve their slot
+        # Requests that need a new slot while the downloader has no room for them: reserved only when it has (a slot
+        # reserved now would be missed again while they wait, and cost one more reservation each time).
+        self._parked: deque[tuple[Request, str, str]] = deque()
         self._tokens = itertools.count()
 
     @classmethod
@@ -156,6 +162,7 @@ class FleetScheduler:
         self._hold(request)
 
     def next_request(self) -> Request | None:
+        self._unpark()
         while self._followups and self._followups[0][0] <= time.monotonic():
             held = heapq.heappop(self._followups)[2]
             if self._at_its_slot(held):
@@ -206,7 +213,29 @@ class FleetScheduler:
         return True
 
     def _reserve(self, request: Request, domain: str, withdrawn: str) -> None:
+        """Ask the feed for a new slot (``withdrawn``: the missed slot's hit, taken back) — at once while fewer
+        reservations are under way than the downloader has free places, else when it has (:meth:`_unpark`): a
+        request reserves only a slot it can be sent in, and one ``next_request`` never re-reserves a whole prefetch
+        of late leases at once."""
         request.meta.pop("fleet_slot", None)
+        if len(self._reserving) >= self._downloader_room():
+            self._parked.append((request, domain, withdrawn))
+            return
+        self._send_reservation(request, domain, withdrawn)
+
+    def _unpark(self) -> None:
+        room = self._downloader_room()
+        while self._parked and len(self._reserving) < room:
+            self._send_reservation(*self._parked.popleft())
+
+    def _downloader_room(self) -> int:
+        """Free places in Scrapy's downloader (CONCURRENT_REQUESTS minus the requests it holds), at least one."""
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        if downloader is None:
+            return 1
+        return max(1, downloader.total_concurrency - len(downloader.active))
+
+    def _send_reservation(self, request: Request, domain: str, withdrawn: str) -> None:
         token = next(self._tokens)
         self._reserving[token] = request
         assert self.feed is not None  # requests are only reserved once the scheduler is open
@@ -231,7 +260,8 @@ class FleetScheduler:
         self._hold(request, slot.send_at)
 
     def __len__(self) -> int:
-        return len(self._followups) + len(self._reserving) + (len(self.feed.ready) if self.feed else 0)
+        return (len(self._followups) + len(self._reserving) + len(self._parked)
+                + (len(self.feed.ready) if self.feed else 0))
 
     # --- setup (a thread) -----------------------------------------------------------------------------------------
     def _build_and_register(self, spider: Any) -> None:
