@@ -288,7 +288,7 @@ class FleetScheduler:
         self._counters = BufferedStats(Stats(redis, POLITENESS_STATS))  # robots_disallowed and the other outcomes
         politeness = Politeness(redis, job, spider_type, worker_ip(s), rates, robots=robots, user_agent=token,
                                 lease_seconds=s.lease_seconds, stats=self._counters,
-                                horizon=s.pace_horizon, slack=s.pace_slack)
+                                horizon=s.pace_horizon, slack=s.pace_slack, slack_share=s.pace_slack_share)
         catalog = CrawlCatalog(redis, s.crawl_refresh)
         dupefilter = BloomDupeFilter(redis, s)
         committer = Committer(redis, politeness, dupefilter, catalog)
