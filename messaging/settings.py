@@ -373,7 +373,10 @@ define("CRAWLFLEET_RETRY_AFTER_TIMES", 3,
        group="worker", parse=int)
 define("CRAWLFLEET_MONGO_BATCH", 200, "Items written to MongoDB in one bulk call (flushed when this many wait).",
        group="worker", parse=int)
-define("CRAWLFLEET_MONGO_FLUSH_SECONDS", 1.0, "Longest time (seconds) an item waits in the buffer before a flush.",
+define("CRAWLFLEET_MONGO_FLUSH_SECONDS", 0.1,
+       "Longest time (seconds) an item waits in the buffer before a flush. A task completes, and its page's links "
+       "reach seeds, only once its item is stored, so every step down a chain of links waits up to this long (at 1 s "
+       "a broad crawl took 7 s to reach full speed from one start page, at 0.1 s 2.5 s); shorter is more writes.",
        group="worker", parse=float)
 define("CRAWLFLEET_MONGO_BUFFER", 2000,
        "Items a worker holds while MongoDB is slow or unreachable; when full the worker stops taking tasks "
