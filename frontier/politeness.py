@@ -19,14 +19,19 @@ worker's prefetch buffer, and tasks leased one by one could leave together after
 site saw more hits in a window than the cluster had counted. Now the step hands out, with the lease, the slot at
 which the hit was recorded (``Lease.not_before``), and the worker's scheduler hands the request to the downloader
 no earlier than the slot and no later than ``Lease.slack`` after it (a fifth of the spacing, at least
-CRAWLFLEET_PACE_SLACK). A request that missed that span withdraws its hit and reserves a new slot
+CRAWLFLEET_PACE_SLACK and at least CRAWLFLEET_PACE_SLACK_SHARE of the site's window: a busy worker's leases wait a
+tenth of a second or more for the downloader, and a slack shorter than that wait would make most of them miss their
+slot and reserve again). A request that missed that span withdraws its hit and reserves a new slot
 (:meth:`Politeness.reserve`, ``lua/reserve.lua``) before it goes; so does every follow-up that the worker sends by
 itself (a redirect, a retry), since the site sees it as another hit. The windows are checked ``slack`` wider than
 the site's window, so the hits the site sees — each within ``slack`` after its recorded time — never number more
-than N in any W seconds. We chose a slot handed out with the lease over recording the hit at hand-out (that would
-cost the reactor a Redis round trip per request, or a thread hop that adds its own delay) and over shortening the
-prefetch (a shorter buffer only makes the bunching rarer, it does not bound it). The horizon keeps reservations
-short, so a worker never holds a site's next minutes, and a rate changed live applies within the horizon.
+than N in any W seconds. Every hit of a site gets the same slack (a function of the site's rate alone), which
+is what that check needs; its cost is the slack's share of the window, at most CRAWLFLEET_PACE_SLACK_SHARE of the
+rate when the window binds beyond the floors. We chose a slot handed out with the lease over recording the hit at
+hand-out (that would cost the reactor a Redis round trip per request, or a thread hop that adds its own delay) and
+over shortening the prefetch (a shorter buffer only makes the bunching rarer, it does not bound it). The horizon
+keeps reservations short, so a worker never holds a site's next minutes, and a rate changed live applies within
+the horizon.
 
 Rates: the site's rate and window from ZooKeeper (:class:`~frontier.config_watch.SiteConfigWatch`, else the
 defaults) apply to both windows; a robots.txt ``Crawl-delay`` that is known and stricter lowers the rate to one hit
@@ -170,6 +175,7 @@ class Politeness(LeaseSteps):
         stats: Any = None,
         horizon: float = 1.0,
         slack: float = 0.05,
+        slack_share: float = 0.0,
     ) -> None:
         self.redis = redis
         self.job = job
@@ -181,6 +187,7 @@ class Politeness(LeaseSteps):
         self.lease_seconds = lease_seconds
         self.horizon = horizon  # how far ahead a step may reserve a hit (CRAWLFLEET_PACE_HORIZON)
         self.slack = slack  # the least time a request may leave after its slot (CRAWLFLEET_PACE_SLACK)
+        self.slack_share = slack_share  # ...and the least share of the site's window (CRAWLFLEET_PACE_SLACK_SHARE)
         self.stats = stats  # messaging.stats.Stats or None: the cluster's counters
         self.counts: Counter[str] = Counter()  # the same events, counted in this process
         self._take = _script(redis, "take")
@@ -202,6 +209,12 @@ class Politeness(LeaseSteps):
             # hits bunched at the start of a longer window
             rate = Rate(1, delay, 1, rate.adaptive)
         return rate
+
+    def slack_floor(self, rate: Rate) -> int:
+        """The least slack (microseconds) of a hit at this rate: CRAWLFLEET_PACE_SLACK, or the share
+        CRAWLFLEET_PACE_SLACK_SHARE of the window when that is longer (the scripts raise it to a fifth of the spacing).
+        It depends on the rate alone, so every hit of a site has the same slack and the windows' check stays exact."""
+        return int(max(self.slack, rate.window * self.slack_share) * US)
 
     def take(self, domain: str, now: float | None = None, ip: str | None = None) -> TakeResult:
         """One politeness step for ``domain``: a leased task, or why not (and how long to wait).
@@ -285,7 +298,7 @@ class Politeness(LeaseSteps):
                  keys.pace_type(self.spider_type, domain), keys.pace_ip(ip, domain), keys.adaptive(domain)],
                 [now_arg(now), rate.hits, int(rate.window * US), int(self.lease_seconds * US), expected,
                  int((rate.window + KEY_TTL_MARGIN) * 1000), self.lease_scores_ttl_ms(self.lease_seconds),
-                 rate.burst, int(self.horizon * US), int(self.slack * US), int(rate.adaptive)])
+                 rate.burst, int(self.horizon * US), self.slack_floor(rate), int(rate.adaptive)])
 
     def _step(self, domain: str, expected: str, now: float | None, ip: str) -> TakeResult:
         step_keys, args = self._step_call(domain, expected, now, ip)
@@ -321,7 +334,7 @@ class Politeness(LeaseSteps):
                            keys.hit_sequence(domain), keys.pace_type(self.spider_type, domain),
                            keys.pace_ip(address, domain), keys.adaptive(domain), keys.block(domain)],
                           [now_arg(now), rate.hits, int(rate.window * US), withdrawn,
-                           int((rate.window + KEY_TTL_MARGIN) * 1000), rate.burst, int(self.slack * US),
+                           int((rate.window + KEY_TTL_MARGIN) * 1000), rate.burst, self.slack_floor(rate),
                            int(rate.adaptive), int(self.horizon * US)]))
         replies = run_scripts(self.redis, calls)
         self._count("reserved", len(replies))

@@ -14,7 +14,9 @@ the methods Scrapy calls on the reactor only move objects in memory:
   earlier than the slot its politeness step recorded the hit at and no later than the lease's slack after it; one
   that would leave later (the downloader was busy) withdraws its hit and asks the feed for a new slot, and so does
   every follow-up (a redirect or retry is one more hit on the site). The site's count of hits then matches the
-  cluster's in every window;
+  cluster's in every window. A new slot is asked for only while fewer are being asked for than the downloader has
+  free places (the others wait, parked): a slot reserved for a request the downloader cannot take would be missed
+  again;
 - while a domain is blocked (a 429/503's Retry-After seen by any worker: this process's
   :class:`~spiders.middlewares.retry_after.RetryAfterMiddleware`, or :class:`frontier.blocks.BlockListener` for the
   others), none of its requests leaves, whatever slot it holds: the site sees nothing but what was already in flight;
@@ -40,6 +42,7 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from functools import partial
 from typing import Any
 
@@ -89,6 +92,9 @@ class FleetScheduler:
         self._block_listener: BlockListener | None = None  # tells of the other workers' blocks
         self._robots_fetcher: RobotsFetcher | None = None
         self._reserving: dict[int, Request] = {}  # requests waiting for the feed to reserve their slot
+        # Requests that need a new slot while the downloader has no room for them: reserved only when it has (a slot
+        # reserved now would be missed again while they wait, and cost one more reservation each time).
+        self._parked: deque[tuple[Request, str, str]] = deque()
         self._tokens = itertools.count()
 
     @classmethod
@@ -161,6 +167,7 @@ class FleetScheduler:
         self._hold(request)
 
     def next_request(self) -> Request | None:
+        self._unpark()
         while self._followups and self._followups[0][0] <= time.monotonic():
             held = heapq.heappop(self._followups)[2]
             if self._at_its_slot(held):
@@ -211,7 +218,29 @@ class FleetScheduler:
         return True
 
     def _reserve(self, request: Request, domain: str, withdrawn: str) -> None:
+        """Ask the feed for a new slot (``withdrawn``: the missed slot's hit, taken back) — at once while fewer
+        reservations are under way than the downloader has free places, else when it has (:meth:`_unpark`): a
+        request reserves only a slot it can be sent in, and one ``next_request`` never re-reserves a whole prefetch
+        of late leases at once."""
         request.meta.pop("fleet_slot", None)
+        if len(self._reserving) >= self._downloader_room():
+            self._parked.append((request, domain, withdrawn))
+            return
+        self._send_reservation(request, domain, withdrawn)
+
+    def _unpark(self) -> None:
+        room = self._downloader_room()
+        while self._parked and len(self._reserving) < room:
+            self._send_reservation(*self._parked.popleft())
+
+    def _downloader_room(self) -> int:
+        """Free places in Scrapy's downloader (CONCURRENT_REQUESTS minus the requests it holds), at least one."""
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        if downloader is None:
+            return 1
+        return max(1, downloader.total_concurrency - len(downloader.active))
+
+    def _send_reservation(self, request: Request, domain: str, withdrawn: str) -> None:
         token = next(self._tokens)
         self._reserving[token] = request
         assert self.feed is not None  # requests are only reserved once the scheduler is open
@@ -236,7 +265,8 @@ class FleetScheduler:
         self._hold(request, slot.send_at)
 
     def __len__(self) -> int:
-        return len(self._followups) + len(self._reserving) + (len(self.feed.ready) if self.feed else 0)
+        return (len(self._followups) + len(self._reserving) + len(self._parked)
+                + (len(self.feed.ready) if self.feed else 0))
 
     # --- setup (a thread) -----------------------------------------------------------------------------------------
     def _build_and_register(self, spider: Any) -> None:
@@ -263,7 +293,7 @@ class FleetScheduler:
         self._counters = BufferedStats(Stats(redis, POLITENESS_STATS))  # robots_disallowed and the other outcomes
         politeness = Politeness(redis, job, spider_type, worker_ip(s), rates, robots=robots, user_agent=token,
                                 lease_seconds=s.lease_seconds, stats=self._counters,
-                                horizon=s.pace_horizon, slack=s.pace_slack)
+                                horizon=s.pace_horizon, slack=s.pace_slack, slack_share=s.pace_slack_share)
         catalog = CrawlCatalog(redis, s.crawl_refresh)
         dupefilter = BloomDupeFilter(redis, s)
         committer = Committer(redis, politeness, dupefilter, catalog)

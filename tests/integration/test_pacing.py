@@ -116,6 +116,26 @@ def test_both_keys_keep_their_own_spacing(svc: Any) -> None:
     assert other.take(DOMAIN, now=T0 + 0.5).outcome == Outcome.TAKEN
 
 
+def test_a_fast_sites_slack_is_a_share_of_its_window_and_its_window_stays_exact(svc: Any) -> None:
+    """CRAWLFLEET_PACE_SLACK_SHARE: 100 hits per 10 s (a fifth of the spacing is 20 ms, the floor 50 ms) get a slack
+    of 1 % of the window, 0.1 s, for leases and reservations alike, and the window is checked that much wider: even
+    when every hit of a burst leaves as late as its slack allows, no 10 s hold more than 100 of them."""
+    redis = svc.redis()
+    rates = StaticSiteConfig(Rate(100, 10, burst=100))  # the window binds: bursts of 100
+    engine = Politeness(redis, "j", "list", IP1, rates, horizon=0, slack=0.05, slack_share=0.01)
+    push(redis, "j", 400)
+    assert engine.take(DOMAIN, now=T0).lease.slack == pytest.approx(0.1)
+    assert engine.reserve(DOMAIN, now=T0).slack == pytest.approx(0.1)
+    slots = [T0, T0, *run([engine], T0, 25, step=0.05)]
+    assert slots[100] == pytest.approx(T0 + 10 + 0.1)  # the 101st hit: a window and a slack after the first
+    late = [slot + 0.1 if slot < T0 + 1 else slot for slot in slots]  # the first burst leaves 0.1 s late
+    assert len(slots) >= 250 and max_in_window(late, 10.0) == 100
+    # without the share the slack is the floor, 50 ms: a request 0.1 s late would have to reserve again
+    push(redis, "k", 1)
+    floor_only = Politeness(redis, "k", "list", IP2, rates, slack=0.05)
+    assert floor_only.take(DOMAIN, now=T0 + 100).lease.slack == pytest.approx(0.05)
+
+
 def test_a_missed_slot_is_withdrawn_and_a_follow_up_gets_its_own(svc: Any) -> None:
     redis = svc.redis()
     engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(60, 60)))

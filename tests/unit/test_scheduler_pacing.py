@@ -122,3 +122,28 @@ def test_a_leased_task_stays_in_the_prefetch_until_its_request_goes_out(schedule
                                                       "fleet_slot": SendSlot(DOMAIN, now - 0.01, 60, "hit-r")})
     scheduler._hold(redirect)  # a follow-up of a task already sent: no change to the prefetch
     assert scheduler.next_request() is redirect and scheduler.feed.unsent == {later.member}
+
+
+def test_late_requests_reserve_only_as_many_slots_as_the_downloader_has_room_for(scheduler: FleetScheduler) -> None:
+    """A whole prefetch of late leases is not re-reserved at once: a slot reserved for a request the downloader cannot
+    take yet would be missed again (one more reservation, one more hit withdrawn). The others wait, parked, and ask
+    for their slot as places free up."""
+    downloader = SimpleNamespace(total_concurrency=3, active={"busy"})  # two free places
+    scheduler.crawler.engine = SimpleNamespace(_slot=None, downloader=downloader)
+    for n in range(5):
+        scheduler.feed.lease(f"/late{n}", time.monotonic() - 5, slack=0.2)
+    assert scheduler.next_request() is None
+    assert [withdrawn for _, _, withdrawn, _ in scheduler.feed.reserved] == ["hit-/late0", "hit-/late1"]
+    assert len(scheduler) == 5 and len(scheduler.feed.unsent) == 5  # parked requests stay in the prefetch
+    assert scheduler.next_request() is None and len(scheduler.feed.reserved) == 2  # no room: nothing more asked
+    token = scheduler.feed.reserved[0][0]
+    scheduler._reserved(token, SendSlot(DOMAIN, time.monotonic() - 0.01, 60, "hit-new"))
+    downloader.active = {"other"}  # "busy" is done: two free places, one reservation under way
+    request = scheduler.next_request()
+    assert request is not None and request.url.endswith("/late0")
+    assert [withdrawn for _, _, withdrawn, _ in scheduler.feed.reserved][2:] == ["hit-/late2"]
+    downloader.active = set()  # three free places, two reservations under way: one more
+    assert scheduler.next_request() is None
+    assert [withdrawn for _, _, withdrawn, _ in scheduler.feed.reserved][3:] == ["hit-/late3"]
+    assert len(scheduler) == 4 and scheduler.feed.unsent == {scheduler._parked[0][0].meta["task_member"]} | {
+        request.meta["task_member"] for request in scheduler._reserving.values()}
