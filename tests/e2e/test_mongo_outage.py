@@ -127,7 +127,12 @@ def test_a_mongodb_outage_mid_crawl_loses_and_duplicates_nothing(cf, procs, tmp_
     mongo = OwnMongo(procs, cf, tmp_path)
     mongo.start()
     fleet = Fleet(cf, procs, big_demoweb)
-    fleet.env.update(CRAWLFLEET_HEARTBEAT_TTL=str(HEARTBEAT_TTL), CRAWLFLEET_LEASE_SECONDS=str(LEASE_SECONDS))
+    # Every worker must be able to hold a full buffer's worth of tasks: the dispatcher keeps a worker's queued and
+    # leased tasks under headroom x its measured rate x backlog minutes, and a worker measured at 20 pages a minute in
+    # the crawl's first minute (a loaded machine) could hold only 48, and its buffer of 50 never filled (once, in a
+    # full-suite run: one worker stayed at 45 items waiting).
+    fleet.env.update(CRAWLFLEET_HEARTBEAT_TTL=str(HEARTBEAT_TTL), CRAWLFLEET_LEASE_SECONDS=str(LEASE_SECONDS),
+                     CRAWLFLEET_DISPATCH_BACKLOG_MINUTES="10")
     try:
         fleet.start()
         jobs = [f"{cf.name}-universal-{n}" for n in range(WORKERS)]
