@@ -169,9 +169,8 @@ class Finisher:
             self.redis.srem(keys.FINISH_CANDIDATES, crawlid)
             self._views.pop(crawlid, None)
             return _DROP
-        if in_seeds > 0:
-            self.redis.srem(keys.FINISH_CANDIDATES, crawlid)  # settle adds it again when it reaches zero
-            return _DROP
+        if in_seeds > 0:  # the poll dropped it from the candidates, atomically with its read (lua/finish_poll.lua);
+            return _DROP  # the settle step adds it again when the count reaches zero
         view = self._views.get(crawlid)
         if view is None:
             self._views[crawlid] = view = _View(self._busy_domains(crawlid), now)

@@ -104,3 +104,27 @@ def test_a_lost_change_log_delays_the_end_never_hastens_it(cf: Any) -> None:
     assert finisher._views["d"].busy == {"e1.test"}
     worker.ack(worker.lease(1, T0 + 104), T0 + 104)
     assert finisher.check(T0 + 105) == ["d"]
+
+
+def test_a_crawl_settled_between_the_poll_and_its_triage_stays_a_candidate(cf: Any) -> None:
+    """The poll reads a candidate's seeds count above zero; before the finisher acts on that, the settle step lands
+    the last tasks: the count drops to zero and the crawl is added to the candidates again. That addition must stand
+    (a removal after the read once undid it, and the crawl never finished)."""
+    redis = cf.redis()
+    finisher = Finisher(redis, lambda event: None)
+    start_crawl(redis, "raced", ["http://raced.test/"])
+    redis.sadd(keys.FINISH_CANDIDATES, "raced")  # a candidate whose seeds count is above zero again
+    poll = finisher._poll
+
+    def poll_then_settle(**kwargs: Any) -> Any:
+        answer = poll(**kwargs)
+        redis.hset(keys.PENDING_SEEDS, "raced", 0)  # what the settle step does, in this order, when tasks land
+        redis.sadd(keys.FINISH_CANDIDATES, "raced")
+        return answer
+
+    finisher._poll = poll_then_settle
+    assert finisher.check(T0) == []
+    assert redis.sismember(keys.FINISH_CANDIDATES, "raced")
+    finisher._poll = poll
+    finisher.check(T0 + 1)  # the count is zero now: the crawl is checked (its task is still in seeds: not finished)
+    assert redis.hget(keys.crawl("raced"), CrawlFields.STATE).decode() == CrawlState.RUNNING
