@@ -34,8 +34,8 @@ from messaging import clients, keys
 from messaging.answers import partitions_of
 from messaging.settings import load
 from messaging.siteconfig import Rate, SiteConfig, SitePaths, write_defaults
-from tests.integration.test_hardening_chaos import leader_of
 from tests.plugins.demoweb import own_demoweb
+from tests.plugins.fleet import leader_of
 from tests.plugins.mongo import OwnMongo
 from tests.plugins.mongo_faults import MongoFaultProxy
 

@@ -131,6 +131,19 @@ class Fleet:
             self._producer.close(timeout=5)
 
 
+
+def leader_of(procs: Any, masters: dict[str, Any]) -> str | None:
+    """The master that logged the highest epoch."""
+    best: tuple[int, str] | None = None
+    for name, proc in masters.items():
+        for line in procs.log(proc).splitlines():
+            if "leading the dispatch with epoch " in line:
+                epoch = int(line.split("leading the dispatch with epoch ")[1].split()[0])
+                if best is None or epoch > best[0]:
+                    best = (epoch, name)
+    return best[1] if best else None
+
+
 def _fleet(isolated: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
     fleet = Fleet(isolated, procs, demoweb)
     try:

@@ -8,7 +8,6 @@ import json
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis as redis_py
@@ -20,6 +19,7 @@ from messaging import clients, keys
 from messaging.kafka_monitor.monitor import topic_partitions
 from messaging.settings import load
 from messaging.tasks import Task, push_seeds
+from tests.plugins.fleet import leader_of
 from tests.plugins.services import read_topic
 
 pytestmark = pytest.mark.e2e
@@ -43,18 +43,6 @@ HOSTILE = [
 def valid(i: int) -> bytes:
     return json.dumps({"userid": "ops", "crawlid": f"chaos-{i % 5}", "spider_type": "list", "rule": RULE,
                        "url": f"http://site{i % 17}.example.com/page/{i}"}).encode()
-
-
-def leader_of(procs: Any, masters: dict[str, Any]) -> str | None:
-    """The master that logged the highest epoch."""
-    best: tuple[int, str] | None = None
-    for name, proc in masters.items():
-        for line in procs.log(proc).splitlines():
-            if "leading the dispatch with epoch " in line:
-                epoch = int(line.split("leading the dispatch with epoch ")[1].split()[0])
-                if best is None or epoch > best[0]:
-                    best = (epoch, name)
-    return best[1] if best else None
 
 
 def test_the_fleet_survives_kills_restarts_and_hostile_requests(cf, procs, tmp_path: Path) -> None:
