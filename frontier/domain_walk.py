@@ -227,6 +227,7 @@ class ReadyWalk(_Walk):
         self._taken: deque[TakeResult] = deque()  # taken by a group call, handed out one per poll
         self._updates: list[tuple[str, str]] = []
         self._next_reconcile: float | None = None
+        self._index_now = 0.0  # Redis time of the last index call
         self._reopen: set[str | None] = set()
         self._reopen_lock = threading.Lock()
 
@@ -272,17 +273,22 @@ class ReadyWalk(_Walk):
         self.lost += 1
         # due again now, behind every domain already due (fair), or when the batch's refusal said; drained:
         # dropped (and re-checked, as after an empty step)
-        self._updates.append((domain, ReadyIndex.REMOVE if result.drained
-                              else ReadyIndex.set_op(result.now + result.wait)))
+        self._updates.append((domain, ReadyIndex.REMOVE if result.drained else self._reopens_at(result)))
         self._taken.append(result)
 
     def _closed(self, domain: str, result: TakeResult) -> None:
         self.skips[result.outcome] += 1
         if result.outcome in Outcome.WAITING:
-            self._updates.append((domain, ReadyIndex.set_op(result.now + result.wait)))
+            self._updates.append((domain, self._reopens_at(result)))
         elif result.outcome in (Outcome.EMPTY, Outcome.BLACKLISTED):
             self._updates.append((domain, ReadyIndex.REMOVE))
         # disallowed URLs were removed: it stays due and may have allowed ones next
+
+    def _reopens_at(self, result: TakeResult) -> str:
+        """The index op that makes the domain due when the step said: its wait counts from the step's Redis time, or,
+        when no step script ran (robots.txt pending or unreachable: no Redis time), from the last index call's.
+        Counted from zero, such a wait would be long past and the domain probed again at every batch."""
+        return ReadyIndex.set_op((result.now or self._index_now) + result.wait)
 
     def _fetch(self) -> bool:
         """One index call: write back the updates, read the due domains; False (and :attr:`wake_in`) when none."""
@@ -304,6 +310,7 @@ class ReadyWalk(_Walk):
             with self._reopen_lock:
                 self._reopen |= reopened
             raise
+        self._index_now = due.now
         self._due.extend(due.domains)
         if due.domains:
             return True

@@ -103,7 +103,7 @@ class Reservation:
 class TakeResult:
     outcome: str
     domain: str
-    now: float = 0.0  # Redis time of the step (seconds)
+    now: float = 0.0  # Redis time of the step (seconds); 0.0 when no step script ran (robots.txt pending, empty)
     wait: float = 0.0  # seconds until the domain may open (throttled, blocked, robots pending; taken: after the
     # batch of steps that ended on such a refusal, spiders.worker.feed), for the ready index (frontier.ready)
     lease: Lease | None = None

@@ -32,8 +32,10 @@ def take_domains(engine: Politeness, domains: Sequence[str], limit: int,
     heads = dict(zip(open_domains, pipe.execute(), strict=True)) if open_domains else {}
     expected: dict[str, list[str]] = {}
     disallowed: dict[str, list[str]] = {}
+    pending: dict[str, str | None] = {}
     for domain in open_domains:
-        expected[domain], disallowed[domain] = _allowed(engine, [as_text(raw) for raw in heads[domain]])
+        expected[domain], disallowed[domain], pending[domain] = _allowed(
+            engine, [as_text(raw) for raw in heads[domain]])
     removed = _drop(engine, disallowed)
     calls: list[tuple[Any, list[str], list[Any]]] = []
     owners: list[str] = []
@@ -53,25 +55,32 @@ def take_domains(engine: Politeness, domains: Sequence[str], limit: int,
             out.append([TakeResult(Outcome.EMPTY, domain)])
             continue
         results = _first_refusal(steps[domain])
-        if not results:  # robots.txt pending, all disallowed, or a new head arrived: the ordinary step says why
+        url = pending[domain]
+        if not results and url is not None and not expected[domain] and engine.robots is not None:
+            # the first head left waits for its robots.txt: asking again now would claim or poll a second time
+            engine._count(Outcome.ROBOTS_PENDING)
+            results = [TakeResult(Outcome.ROBOTS_PENDING, domain, wait=engine.robots.pending_wait(url))]
+        elif not results:  # all disallowed, or a new head arrived: the ordinary step says why
             results = [engine.take(domain, ip=ip)]
         results[0].removed = removed[domain] + results[0].removed
         out.append(results)
     return out
 
 
-def _allowed(engine: Politeness, members: list[str]) -> tuple[list[str], list[str]]:
-    """The heads a step may take (up to the first whose robots.txt is not known yet), and the disallowed ones."""
+def _allowed(engine: Politeness, members: list[str]) -> tuple[list[str], list[str], str | None]:
+    """The heads a step may take (up to the first whose robots.txt is not known yet), the disallowed ones, and the
+    URL of that first unknown head (``None``: every head's verdict is known)."""
     if engine.robots is None:
-        return members, []
+        return members, [], None
     allowed: list[str] = []
     disallowed: list[str] = []
     for member in members:
-        verdict = engine.robots.allowed(Task.decode(member).url, engine.user_agent)
+        url = Task.decode(member).url
+        verdict = engine.robots.allowed(url, engine.user_agent)
         if verdict is None:
-            break
+            return allowed, disallowed, url
         (allowed if verdict else disallowed).append(member)
-    return allowed, disallowed
+    return allowed, disallowed, None
 
 
 def _drop(engine: Politeness, disallowed: dict[str, list[str]]) -> dict[str, list[Task]]:

@@ -165,3 +165,24 @@ def test_steps_for_a_group_of_domains_keep_the_queue_order_and_robots(svc: Any) 
     slow = Politeness(redis, "w", "list", "10.0.0.1", StaticSiteConfig(Rate(1, 60)), robots=robots)
     [refused] = take_domains(slow, ["b.test"], 8)
     assert [r.outcome for r in refused] == ["throttled"] and refused[0].wait > 50
+
+
+def test_a_group_step_asks_a_pending_robots_txt_once(svc: Any) -> None:
+    """A domain whose robots.txt another process is fetching: the group step reports it pending with the wait the
+    cache gives, after one look at the cache (not a second claim through the single step), and takes nothing."""
+    from frontier.robots_cache import PENDING_WAIT, RobotsCache
+    from frontier.take_batch import take_domains
+
+    redis = svc.redis()
+    fetcher = RobotsCache(redis, None)
+    assert fetcher.claim("http://a.test/")  # another process holds the fetch
+    robots = RobotsCache(redis, None)
+    looks: list[str] = []
+    state = robots.state
+    robots.state = lambda url: looks.append(url) or state(url)  # type: ignore[method-assign]
+    engine = Politeness(redis, "w", "list", "10.0.0.1", StaticSiteConfig(FAST), robots=robots)
+    redis.zadd(keys.queue("w", "a.test"), {Task(url="http://a.test/1", crawlid="c", spider_type="list").encode(): 1})
+    [pending] = take_domains(engine, ["a.test"], 8)
+    assert [(r.outcome, r.wait) for r in pending] == [("robots_pending", PENDING_WAIT)]
+    assert looks == ["http://a.test/1"]
+    assert redis.zcard(keys.queue("w", "a.test")) == 1 and not redis.exists(keys.inflight("w", "a.test"))

@@ -217,3 +217,27 @@ def test_tasks_dropped_unfetched_are_handed_over_and_leave_the_gauge() -> None:
     assert walk.poll() is None
     assert walk.poll() is None
     assert removed == ["t1", "t2"] and index.gauge == 0 and index.scores == {}
+
+
+def test_a_domain_waiting_for_its_robots_txt_is_asked_again_only_after_the_wait() -> None:
+    """A robots.txt-pending step runs no step script, so it has no Redis time (``now`` 0.0): its wait counts from the
+    index call's time, not from zero (which would make it due at once and probe it at every batch)."""
+    clock = ManualClock(1_000.0)
+    sites = SimulatedSites(clock, {"a.com": 5, "b.com": 50})
+    pending_at: list[float] = []
+
+    def take(domain: str) -> TakeResult:
+        if domain == "a.com" and clock.now() < 1_002.0:
+            pending_at.append(clock.now())
+            return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=0.5)
+        return sites.take(domain)
+
+    walk, _ = ready_walk(sites, clock)
+    walk.take = take
+    served = []
+    for _ in range(40):
+        served.append(walk.next(timeout=1).domain)
+        clock.advance(0.1)
+    assert 4 <= len(pending_at) <= 5  # once per half second over its two seconds of waiting, not once per batch
+    assert all(later - earlier >= 0.5 - 1e-9 for earlier, later in zip(pending_at, pending_at[1:], strict=False))
+    assert served.count("a.com") == 5  # then served as soon as its rules are known
