@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 
 import pytest
 
@@ -239,5 +240,5 @@ def test_a_domain_waiting_for_its_robots_txt_is_asked_again_only_after_the_wait(
         served.append(walk.next(timeout=1).domain)
         clock.advance(0.1)
     assert 4 <= len(pending_at) <= 5  # once per half second over its two seconds of waiting, not once per batch
-    assert all(later - earlier >= 0.5 - 1e-9 for earlier, later in zip(pending_at, pending_at[1:], strict=False))
+    assert all(later - earlier >= 0.5 - 1e-9 for earlier, later in pairwise(pending_at))
     assert served.count("a.com") == 5  # then served as soon as its rules are known
