@@ -4,10 +4,6 @@ The politeness step asks the cache on the feed thread; when a host's robots.txt 
 claims its fetch for the cluster and asks the reactor to download it (:class:`RobotsFetcher`) through Scrapy's own
 downloader (``engine.download_async``: downloader middlewares only, so proxies, the resolver and cookies apply):
 
-- **pacing**: the download is one more hit on the site. The scheduler holds it until a slot of the site's pacing
-  (reserved like a redirect's or a retry's, in the same windows), so the site never sees a page right behind its
-  robots.txt; its redirect hops, if any, follow at once;
-
 - **redirects** are followed by Scrapy's RedirectMiddleware, at most five (``redirect_ttl``), across hosts; the file
   they end at is stored for the *original* host (RFC 9309 2.3.1.2). A sixth redirect, or one that cannot be
   followed, means "unavailable" (allow all);
@@ -44,7 +40,6 @@ from messaging.clients import RedisClient
 logger = logging.getLogger(__name__)
 META = "fleet_robots"  # marks the robots.txt downloads (their bytes are counted against the cap)
 BYTES_META = "fleet_robots_bytes"
-FOR_META = "fleet_robots_for"  # the URL whose host's robots.txt this is (the claim's key)
 
 
 class ScrapyRobots(RobotsCache):
@@ -82,29 +77,15 @@ class RobotsFetcher:
         if self._renewal is not None and self._renewal.running:
             self._renewal.stop()
 
-    def request(self, url: str) -> Request:
-        """The download of the robots.txt of ``url``'s host, whose claim is this process's: the scheduler holds it
-        until the site's pacing lets it out (it is a hit like any other, in the site's access log and in its
-        windows), then hands it to :meth:`send`."""
+    def fetch(self, url: str) -> None:
+        """Download the robots.txt of ``url``'s host (on the reactor); the claim is this process's."""
         # No handle_httpstatus_*: downloads skip the spider middlewares anyway, and RedirectMiddleware would not
         # follow a status listed there.
-        return Request(robots_url(url), priority=1000, dont_filter=True, headers={"Accept-Encoding": "identity"},
-                       meta={"dont_obey_robotstxt": True, "dont_retry": True, "redirect_ttl": MAX_REDIRECTS,
-                             META: True, FOR_META: url})
-
-    def still_claimed(self, request: Request) -> bool:
-        """Whether this process still holds the claim of a held robots.txt download; renewed from now on for as
-        long as a fetch may take (its wait for the site's slot does not count against that)."""
-        url = request.meta[FOR_META]
-        if url not in self.cache.claims:  # given up: another process may fetch it, or the walk claims it again
-            return False
-        self.cache.claims.add(url)
-        return True
-
-    def send(self, request: Request) -> None:
-        """Download a robots.txt (on the reactor) now: its slot has come."""
+        request = Request(robots_url(url), priority=1000, dont_filter=True, headers={"Accept-Encoding": "identity"},
+                          meta={"dont_obey_robotstxt": True, "dont_retry": True, "redirect_ttl": MAX_REDIRECTS,
+                                META: True})
         d = deferred_from_coro(self.crawler.engine.download_async(request))
-        d.addBoth(partial(self._fetched, request.meta[FOR_META]))
+        d.addBoth(partial(self._fetched, url))
 
     def _bytes_received(self, data: bytes, request: Request, **_: Any) -> None:
         if not request.meta.get(META):

@@ -30,8 +30,8 @@ gathered by :class:`spiders.worker.output.TaskOutputMiddleware`) and every item 
 finishes it too (the errback). Finished tasks go to the feed, which commits them in batches.
 
 robots.txt: the politeness step checks the shared cache; when a host's robots.txt is not cached yet, the feed claims
-the fetch for the cluster; the download is held here like a follow-up (a hit at its own slot, so the site sees it
-paced like its pages), then :class:`spiders.worker.robots.RobotsFetcher` makes it through Scrapy's downloader.
+the fetch for the cluster and :class:`spiders.worker.robots.RobotsFetcher` downloads it through Scrapy's own
+downloader (RFC 9309: redirects, statuses, size cap, the claim renewed while the download runs).
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ from spiders.fleet_settings import crawlfleet_settings
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.feed import FeedConfig, SendSlot, TaskFeed, default_job_id
-from spiders.worker.robots import META as ROBOTS_META
 from spiders.worker.robots import RobotsFetcher, ScrapyRobots
 from spiders.worker.tracker import TaskTracker
 
@@ -171,12 +170,7 @@ class FleetScheduler:
         self._unpark()
         while self._followups and self._followups[0][0] <= time.monotonic():
             held = heapq.heappop(self._followups)[2]
-            if held.meta.get(ROBOTS_META) and not self._robots_fetcher.still_claimed(held):  # type: ignore[union-attr]
-                continue  # the claim was given up: the domain's walk claims it again if nobody stored it
             if self._at_its_slot(held):
-                if held.meta.get(ROBOTS_META):
-                    self._robots_fetcher.send(held)  # type: ignore[union-attr]  # held only once it was started
-                    continue
                 return held
         if self.feed is None or self.tracker is None or self._closing or self.feed.paused:
             return None  # paused: storage is full; the leases wait in memory, renewed, until it drains
@@ -408,7 +402,5 @@ class FleetScheduler:
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="fenced"))
 
     def _fetch_robots(self, url: str) -> None:
-        """A robots.txt this process claimed: held like a follow-up, so that it goes out at a reserved slot of the
-        site's pacing (a hit in its windows) and waits out a block, then downloaded by the fetcher."""
         assert self._robots_fetcher is not None  # asked for only when robots.txt is obeyed: started with the feed
-        self._hold(self._robots_fetcher.request(url))
+        self._robots_fetcher.fetch(url)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -13,7 +12,6 @@ from deploy.demoweb.robotsweb import MEMBERS, META_NEVER_FETCHED, META_PAGES, PL
 from deploy.demoweb.router import STATS_PATH
 from deploy.demoweb.runner import fetch
 from deploy.procs import wait_for
-from messaging.siteconfig import Rate
 from messaging.stats import Stats
 
 pytestmark = pytest.mark.e2e
@@ -126,17 +124,3 @@ def test_a_slow_robots_txt_is_fetched_once_by_every_worker_together(fleet: Any) 
     fetched = paths(fleet, "slow", before)
     assert fetched.count("/robots.txt") == 1, fetched
     assert not [path for path in fetched if path.startswith("/private/")]
-
-
-def test_a_robots_txt_is_a_paced_hit_like_every_page(fleet: Any) -> None:
-    """What the site saw, by its own clock: at one hit a second, the robots.txt and the pages after it are all spaced
-    by the site's pace (less the slack a request may leave late: a fifth of the spacing), the robots.txt included."""
-    before = len(answers(fleet, "groups"))
-    fleet.start(universal_workers=2, rate=Rate(1, 1.0, burst=1))
-    fleet.submit(crawl("groups", "robots-paced", fleet))
-    fleet.wait_finished(["robots-paced"], CRAWL_TIMEOUT)
-    seen = answers(fleet, "groups")[before:]
-    assert [path for _, path, _ in seen].count("/robots.txt") == 1 and seen[0][1] == "/robots.txt", seen
-    assert len(seen) == 1 + 1 + PLAIN_PAGES, seen  # robots.txt, the start page, its pages
-    gaps = [later[0] - earlier[0] for earlier, later in pairwise(seen)]
-    assert min(gaps) >= 0.8 - 0.05, list(zip(gaps, [path for _, path, _ in seen[1:]], strict=True))
