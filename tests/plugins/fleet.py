@@ -131,7 +131,6 @@ class Fleet:
             self._producer.close(timeout=5)
 
 
-
 def leader_of(procs: Any, masters: dict[str, Any]) -> str | None:
     """The master that logged the highest epoch."""
     best: tuple[int, str] | None = None
