@@ -233,10 +233,8 @@ class Politeness(LeaseSteps):
                 expected = as_text(head[0])
                 url = Task.decode(expected).url
                 verdict = self.robots.allowed(url, self.user_agent)
-                if verdict is None:  # being fetched, or unreachable (RFC 9309: nothing allowed): the tasks wait
-                    self._count(Outcome.ROBOTS_PENDING)
-                    return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=self.robots.pending_wait(url),
-                                      removed=removed)
+                if verdict is None:
+                    return self.robots_pending(domain, url, removed)
                 if not verdict:
                     if self.redis.zrem(keys.queue(self.job, domain), expected):
                         removed.append(Task.decode(expected))
@@ -248,6 +246,13 @@ class Politeness(LeaseSteps):
             result.removed = removed
             return result
         return TakeResult(Outcome.DISALLOWED, domain, removed=removed)
+
+    def robots_pending(self, domain: str, url: str, removed: list[Task] | None = None) -> TakeResult:
+        """The step's answer when the robots.txt of ``url`` (the queue's head) is being fetched or is unreachable
+        (RFC 9309: nothing allowed): the tasks wait, the domain is asked again after the cache's wait."""
+        assert self.robots is not None  # a verdict is only pending when robots.txt is obeyed
+        self._count(Outcome.ROBOTS_PENDING)
+        return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=self.robots.pending_wait(url), removed=removed or [])
 
     def take_many(self, domain: str, limit: int, now: float | None = None,
                   ip: str | None = None) -> list[TakeResult]:

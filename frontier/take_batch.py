@@ -56,10 +56,9 @@ def take_domains(engine: Politeness, domains: Sequence[str], limit: int,
             continue
         results = _first_refusal(steps[domain])
         url = pending[domain]
-        if not results and url is not None and not expected[domain] and engine.robots is not None:
+        if not results and url is not None and not expected[domain]:
             # the first head left waits for its robots.txt: asking again now would claim or poll a second time
-            engine._count(Outcome.ROBOTS_PENDING)
-            results = [TakeResult(Outcome.ROBOTS_PENDING, domain, wait=engine.robots.pending_wait(url))]
+            results = [engine.robots_pending(domain, url)]
         elif not results:  # all disallowed, or a new head arrived: the ordinary step says why
             results = [engine.take(domain, ip=ip)]
         results[0].removed = removed[domain] + results[0].removed
