@@ -30,6 +30,7 @@ import pytest
 
 from deploy.demoweb.sites import build_sites
 from deploy.procs import wait_for
+from frontier.registry import WorkerRegistry
 from messaging import keys
 from messaging.domains import domain_of
 from spiders.settings import CONCURRENT_REQUESTS
@@ -45,6 +46,7 @@ PAGES = 600  # articles per demo site: the news site's 600 articles on 60 list p
 WORKERS = 2
 OUTAGE_SECONDS = 30.0  # the figure
 STORED_BEFORE_OUTAGE = 60  # items in MongoDB before it is stopped: the crawl is under way
+DONE_BEFORE_OUTAGE = 10  # tasks each worker completed before it is stopped: every worker is under way
 PREFETCH, BUFFER, BATCH = 16, 50, 20  # per worker; the buffer is small so that back-pressure engages
 # Leases a paused worker may hold: its buffer's worth of tasks, plus the tasks already past the scheduler when the
 # backlog filled, whose items land in the buffer after it (so it overshoots its capacity): the prefetch and the
@@ -191,8 +193,13 @@ def _crawl_through_an_outage(fleet: Fleet, mongo: OwnMongo, workers: dict[str, A
 
     fleet.submit({"userid": "erin", "crawlid": "news-outage", "spider_type": "universal", "url": fleet.url(NEWS),
                   "rule": DEMO_UNIVERSAL_RULE})
+    registry = WorkerRegistry(redis)
     try:
         wait_for(lambda: stored() >= STORED_BEFORE_OUTAGE, 60, f"{STORED_BEFORE_OUTAGE} items stored")
+        # Both workers under way, not only the first one ready: a worker that had barely started when MongoDB
+        # stopped was left too few tasks to fill its buffer (no link reaches seeds while nothing can be stored).
+        wait_for(lambda: min(done for done, in registry.activity(jobs, ["done"]).values()) >= DONE_BEFORE_OUTAGE,
+                 60, f"every worker to complete {DONE_BEFORE_OUTAGE} tasks")
         before = stored()
     finally:
         check.close()
