@@ -1,8 +1,8 @@
 """The cluster as Prometheus gauges, read from Redis when scraped: what the master and the managers expose.
 
 :class:`ClusterCollector` reads, at most once per ``cache_seconds`` however often it is scraped: the depth of
-``seeds``, workers and managers alive, each worker's queued and leased tasks and heartbeat age (labels: job, spider
-type, host), the latest crawls' pages and items (bounded: :data:`CRAWLS_EXPORTED`), and the crawler's lifetime
+``seeds``, workers and managers alive, each worker's queued and leased tasks and heartbeat age (labels: ``worker``,
+its job id; spider type; host), the latest crawls' pages and items (bounded: :data:`CRAWLS_EXPORTED`), and the crawler's lifetime
 response counters by spider type and HTTP status (``stats:crawler:<type>:<status>:lifetime``). A Redis that does not
 answer makes a scrape report ``crawlfleet_cluster_up 0`` instead of failing.
 """
@@ -25,7 +25,9 @@ from messaging.tasks import CrawlFields
 
 logger = logging.getLogger(__name__)
 CRAWLS_EXPORTED = 50  # the latest crawls get a time series each; older ones are in MongoDB and the pages
-WORKER_LABELS = ["job", "spider_type", "host"]
+# never ``job`` or ``instance``: Prometheus gives those to every target (the scrape job, the endpoint) and renames a
+# metric's own label of that name ``exported_job``, so that ``by (job)`` would group by scrape job
+WORKER_LABELS = ["worker", "spider_type", "host"]
 
 
 class ClusterCollector:

@@ -5,7 +5,8 @@ ephemeral port, so that many workers on one host never collide), logged and regi
 (``metrics:crawler:<host>:<pid>``, refreshed every :data:`REGISTER_EVERY` seconds from a thread). Counters:
 responses by spider type and HTTP status (``error``: none came), hits per site (at most :data:`SITES_TRACKED` sites
 by name, later ones under ``other``), items stored; gauges: tasks ready (leased, waiting for the downloader) and
-tasks held (every lease of this job), tasks completed, and ``crawlfleet_worker_info`` (job, spider type, host).
+tasks held (every lease of this job), tasks completed, and ``crawlfleet_worker_info`` (labels ``worker``: its job id,
+spider type, host, ip; never ``job`` or ``instance``, which Prometheus keeps for the target).
 The process collector adds CPU and memory. With each registration the worker also writes its CPU (percent),
 resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view,
 adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page, and each
@@ -47,7 +48,7 @@ ITEMS = Counter("crawlfleet_worker_items", "Items this worker scraped (handed to
 
 
 class _FeedCollector:
-    """Who this worker is (``crawlfleet_worker_info``: job, spider type, host) and what its feed holds, read when
+    """Who this worker is (``crawlfleet_worker_info``: worker, spider type, host) and what its feed holds, read when
     scraped. One per process, registered once; it follows the running extension."""
 
     extension: WorkerMetrics | None = None
@@ -56,8 +57,8 @@ class _FeedCollector:
         feed = self.extension._feed() if self.extension is not None else None
         if feed is None:
             return
-        info = GaugeMetricFamily("crawlfleet_worker_info", "This worker's job, spider type and host (always 1).",
-                                 labels=["job", "spider_type", "host", "ip"])
+        info = GaugeMetricFamily("crawlfleet_worker_info", "This worker's job id (worker), spider type and host (always 1).",
+                                 labels=["worker", "spider_type", "host", "ip"])
         info.add_metric([feed.info.job, feed.info.spider_type, feed.info.host, feed.info.ip], 1)
         ready = GaugeMetricFamily("crawlfleet_worker_ready_tasks", "Leased tasks waiting for the downloader.")
         ready.add_metric([], len(feed.ready))

@@ -67,12 +67,12 @@ def test_every_process_serves_metrics_a_prometheus_parser_reads(fleet: Any, proc
     assert value(master, "crawlfleet_crawl_pages", crawlid="metrics-news", state="finished") > 0
     assert value(master, "crawlfleet_crawl_items", crawlid="metrics-news") > 0
     assert value(master, "crawlfleet_crawler_responses", spider_type="list", status="200") > 0
-    assert {s.labels["job"] for s in master["crawlfleet_worker_queued_tasks"].samples} == set(fleet.workers)
+    assert {s.labels["worker"] for s in master["crawlfleet_worker_queued_tasks"].samples} == set(fleet.workers)
 
     pages = 0.0
     for url in found["crawler"]:
         worker = scrape(url)
-        assert {s.labels["job"] for s in worker["crawlfleet_worker_info"].samples} <= set(fleet.workers)
+        assert {s.labels["worker"] for s in worker["crawlfleet_worker_info"].samples} <= set(fleet.workers)
         assert "crawlfleet_worker_held_leases" in worker and "process_cpu_seconds" in worker
         assert worker["process_resident_memory_bytes"].samples[0].value > 0
         pages += sum(s.value for s in worker["crawlfleet_worker_responses"].samples if s.name.endswith("_total"))

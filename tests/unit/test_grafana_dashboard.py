@@ -63,3 +63,42 @@ def test_every_queried_metric_is_exported(dashboard):
             for name in re.findall(r"\b(crawlfleet_[a-z_]+)", expr):
                 base = re.sub(r"_(total|created)$", "", name)
                 assert base in exported, f"{panel['title']}: {name} is not a metric crawlfleet exports"
+
+
+# labels Prometheus sets on every target: a metric's own label of such a name is renamed exported_<name> at scrape
+TARGET_LABELS = {"job", "instance"}
+# labels the scrape configs put on every target (deploy/monitoring/prometheus.yml, crawlfleet's file_sd file)
+SCRAPE_LABELS = {"service", "instance", "job"}
+
+
+def exported_labels() -> set[str]:
+    """Every label name crawlfleet's metrics carry: ``labels=[…]`` of the collectors, the label lists of the
+    prometheus_client metrics, and the worker labels' constant."""
+    found: set[str] = set()
+    for path in EXPORTERS:
+        text = (REPO / path).read_text()
+        lists = re.findall(r"labels=\[([^\]]*)\]", text)
+        lists += re.findall(r'(?:Counter|Gauge|Histogram|Summary)\("crawlfleet_[a-z_]+",\s*"[^"]*",\s*\[([^\]]*)\]',
+                            text, re.S)
+        lists += re.findall(r"WORKER_LABELS = \[([^\]]*)\]", text)
+        for names in lists:
+            found |= set(re.findall(r'"([a-z_]+)"', names))
+    return found
+
+
+def test_no_metric_carries_a_label_prometheus_keeps_for_the_target():
+    labels = exported_labels()
+    assert {"worker", "spider_type", "status", "crawlid", "module"} <= labels, labels  # the regexes still match
+    assert not labels & TARGET_LABELS, f"labels Prometheus renames exported_*: {labels & TARGET_LABELS}"
+
+
+def test_every_grouping_label_is_one_the_metrics_or_the_scrape_carry(dashboard):
+    known = exported_labels() | SCRAPE_LABELS
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for group in re.findall(r"\bby \(([^)]*)\)", target["expr"]):
+                for label in (name.strip() for name in group.split(",")):
+                    assert label in known, f"{panel['title']}: groups by {label!r}, which no metric carries"
+                    assert label != "job", f"{panel['title']}: groups by the scrape job"
+            for label in re.findall(r"\{\{(\w+)\}\}", target.get("legendFormat", "")):
+                assert label in known, f"{panel['title']}: legend names {label!r}"
