@@ -79,6 +79,10 @@ def up(masters: int, demoweb: bool, pages: int, timeout: float, only_status: boo
     if not _redis_has_aof(run_dir):
         console.print("[yellow]Redis was already running without its append-only file (started by the demo or "
                       "`services up`): restart the services (`crawlfleet down`, then `up`) for persistence.[/]")
+    if result.get("targets_file"):
+        console.print(f"Prometheus targets (file_sd, kept current): {result['targets_file']}\n"
+                      f"  scrape them with:  file_sd_configs: [{{files: [{result['targets_file']}]}}]", markup=False,
+                      highlight=False)
     console.print("Stop everything with:  crawlfleet down")
 
 

@@ -23,11 +23,14 @@ The demo runs both in memory (nothing survives); Kafka (Tansu, memory) keeps not
 
 Supervision (``FleetSpec.supervise``): the fleet's last process is ``crawlfleet supervise`` (:mod:`deploy.supervisor`),
 which restarts in place a service that stays unhealthy (checked through a write) past a bound, starts a process that
-died again, and replaces a worker the master retired (hung, stopped) — with back-off, saying why in its log.
+died again, and replaces a worker the master retired (hung, stopped) — with back-off, saying why in its log — and
+keeps the Prometheus ``file_sd`` file of every /metrics endpoint current (:mod:`messaging.discovery`; ``up`` writes
+it first).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -43,7 +46,7 @@ from deploy.demoweb import DEFAULT_PAGES, demoweb_status, start_demoweb, stop_de
 from deploy.procs import kill_hard, log_tail, pid_alive, port_free, spawn, stop_pid, wait_for
 from deploy.services.redis import RedisService
 from deploy.state import locked, modify_state
-from messaging import clients, keys, spider_types
+from messaging import clients, discovery, keys, spider_types
 from messaging.identity import node_name
 from messaging.settings import SETTINGS, load, read_state
 
@@ -169,7 +172,22 @@ def up(run_dir: str | os.PathLike[str], spec: FleetSpec | None = None) -> dict[s
         started = _reconcile(run_dir, record, env, spec.timeout) if record else _start_new(run_dir, spec, env)
     result = status(run_dir)
     result["started"] = started
+    result["targets_file"] = write_targets(env)
     return result
+
+
+def write_targets(env: Mapping[str, str]) -> str | None:
+    """The Prometheus file_sd file of the cluster's endpoints, written now (the supervisor keeps it current)."""
+    settings = load(env)
+    redis = clients.redis_client(settings, socket_timeout=5)
+    try:
+        path = discovery.refresh(redis, settings)
+    except Exception as exc:  # Redis away right after up: the supervisor writes it at its next check
+        logging.getLogger(__name__).warning("could not write the Prometheus targets yet: %s", exc)
+        return str(discovery.sd_file(settings) or "") or None
+    finally:
+        redis.close()
+    return str(path) if path is not None else None
 
 
 def _start_new(run_dir: Path, spec: FleetSpec, env: dict[str, str]) -> list[str]:

@@ -14,7 +14,8 @@ first, so that it never restarts what is being stopped. Every CRAWLFLEET_SUPERVI
 
 A restart of the same thing within a short time waits longer each time (CRAWLFLEET_SUPERVISE_BACKOFF doubling up to
 CRAWLFLEET_SUPERVISE_BACKOFF_MAX): a service that cannot start is not hammered. The decisions are made by
-:meth:`Supervisor.check` on an injectable clock; the actions go through :class:`FleetActions`.
+:meth:`Supervisor.check` on an injectable clock; the actions go through :class:`FleetActions`. After each check it
+also rewrites the Prometheus ``file_sd`` file of the cluster's /metrics endpoints (:mod:`messaging.discovery`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from deploy import fleet as local_fleet
 from deploy import services as local_services
 from deploy.services.base import ServiceRecord
 from deploy.state import locked
-from messaging import clients, keys
+from messaging import clients, discovery, keys
 from messaging.outage import OutageLog
 from messaging.settings import Settings, load, read_state
 
@@ -167,6 +168,16 @@ class FleetActions:
         with locked(self.run_dir, "fleet"):
             return local_fleet.replace_process(self.run_dir, name, kill=kill, timeout=self.timeout)
 
+    def write_targets(self, settings: Settings) -> None:
+        """Rewrite the Prometheus file_sd file (messaging.discovery) from the endpoints registered in Redis."""
+        try:
+            if self._redis is None:
+                self._redis = clients.redis_client(load(local_fleet.child_env(self.run_dir)), socket_timeout=5)
+            discovery.refresh(self._redis, settings)
+        except Exception:
+            self._redis = None
+            raise
+
 
 def _as_clients_see(record: ServiceRecord, state: dict[str, Any]) -> ServiceRecord:
     """The record with the port the fleet's clients use (the state's connection string), when it names one."""
@@ -189,8 +200,10 @@ def run(settings: Settings) -> None:
     import signal
 
     run_dir = Path(settings.run_dir).resolve()
-    supervisor = Supervisor(FleetActions(run_dir), settings.supervise_bound, settings.supervise_backoff,
+    actions = FleetActions(run_dir)
+    supervisor = Supervisor(actions, settings.supervise_bound, settings.supervise_backoff,
                             settings.supervise_backoff_max)
+    targets = OutageLog(logger, "supervisor: writing the Prometheus targets")
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -203,4 +216,10 @@ def run(settings: Settings) -> None:
             supervisor.outage.failed(exc)
         else:
             supervisor.outage.ok()
+        try:
+            actions.write_targets(settings)
+        except Exception as exc:  # Redis away: the file keeps the last known endpoints
+            targets.failed(exc)
+        else:
+            targets.ok()
     logger.info("supervisor: stopped")

@@ -5,7 +5,8 @@ as scrapyd cuts them: the SQLite pending queue (:mod:`manager.queue`), the polle
 every CRAWLFLEET_MANAGER_POLL_INTERVAL seconds by a ``TimerService``), the launcher (:mod:`manager.launcher`), the job
 history (:mod:`manager.history`), the HTTP site: scrapyd's JSON API (:mod:`manager.webservice`), crawlfleet's API
 (:mod:`manager.api`), the pages (:mod:`manager.website`) — all behind :mod:`manager.security`. A second
-``TimerService`` heartbeats this manager into the manager registry (:mod:`manager.registry`) from a thread.
+``TimerService`` heartbeats this manager into the manager registry (:mod:`manager.registry`) from a thread; a third
+rewrites the Prometheus ``file_sd`` file of the cluster's /metrics endpoints (:mod:`messaging.discovery`).
 :class:`Manager` is what the resources use: schedule, cancel, the job lists, and blocking calls off the reactor.
 """
 
@@ -34,7 +35,7 @@ from manager.launcher import Launcher, SpiderProcess
 from manager.poller import QueuePoller
 from manager.queue import SqlitePendingQueue
 from manager.registry import ManagerRegistry
-from messaging import clients
+from messaging import clients, discovery
 from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Manager:
         self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
         self.registry_outage = OutageLog(logger, "manager: the registry heartbeat (Redis)")
+        self.targets_outage = OutageLog(logger, "manager: writing the Prometheus targets (Redis)")
 
     # --- blocking work, off the reactor -----------------------------------------------------------------------------
     @property
@@ -172,6 +174,12 @@ class Manager:
         d.addErrback(lambda f: logger.warning("chart history sample failed: %s", f.getErrorMessage()))
         return d
 
+    def write_targets(self) -> defer.Deferred[Any]:
+        """Rewrite the Prometheus file_sd file of the cluster's /metrics endpoints (:mod:`messaging.discovery`)."""
+        d = self.in_thread(discovery.refresh, self.redis, self.config.settings)
+        d.addCallbacks(lambda _: self.targets_outage.ok(), lambda f: self.targets_outage.failed(f.value))
+        return d
+
     def leave(self) -> None:
         try:
             ManagerRegistry(self.redis, self.config.registry_ttl).leave(self.host)
@@ -212,6 +220,8 @@ def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiServic
     TimerService(config.poll_interval, manager.poller.poll).setServiceParent(services)
     TimerService(config.heartbeat_interval, manager.heartbeat).setServiceParent(services)
     TimerService(HISTORY_SAMPLE_SECONDS, manager.sample_history).setServiceParent(services)
+    if discovery.sd_file(config.settings) is not None:
+        TimerService(config.settings.prometheus_sd_interval, manager.write_targets).setServiceParent(services)
     TCPServer(config.port, site, interface=config.bind).setServiceParent(services)
     return services, manager, site
 

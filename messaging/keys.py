@@ -397,6 +397,11 @@ def metrics_endpoint(module: str, host: str, pid: int) -> str:
     return f"metrics:{module}:{host}:{pid}"
 
 
+METRICS_INDEX = "endpoints:metrics"
+"""set: the ``metrics:<module>:<host>:<pid>`` keys registered, so that discovery (``messaging.discovery``) reads
+the endpoints without a scan of the keyspace; a member whose key has expired is removed by the next reader."""
+
+
 # --- health checks ----------------------------------------------------------------------------------------------
 def health(who: str) -> str:
     """string with TTL: written by a health check (``crawlfleet services status``, the fleet's supervisor) to prove

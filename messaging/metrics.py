@@ -4,7 +4,8 @@ Each module has its own port setting (``CRAWLFLEET_<MODULE>_METRICS_PORT``, e.g.
 the Scrapy workers); -1 there takes CRAWLFLEET_METRICS_PORT. With a port P > 0 a process takes the first free port
 from P upwards (so several processes on a host get P, P+1, …); with 0 it takes an ephemeral port. Either way the
 endpoint is logged and registered in Redis (``metrics:<module>:<host>:<pid>``, refreshed with the module's
-heartbeat) so that a scraper can discover it. Besides each module's own metrics, every endpoint carries the process
+heartbeat, listed in ``endpoints:metrics``) so that a scraper can discover it: :mod:`messaging.discovery` writes
+them all into a Prometheus ``file_sd`` file. Besides each module's own metrics, every endpoint carries the process
 collector of prometheus-client (CPU seconds, resident memory, open files) and :data:`UP`.
 """
 
@@ -45,10 +46,16 @@ class MetricsEndpoint:
         return keys.metrics_endpoint(self.module, socket.gethostname(), os.getpid())
 
     def register(self, redis: RedisClient, ttl: int = 30) -> None:
-        redis.set(self.key(), self.url, ex=ttl)
+        pipe = redis.pipeline(transaction=False)
+        pipe.set(self.key(), self.url, ex=ttl)
+        pipe.sadd(keys.METRICS_INDEX, self.key())  # discovery reads the index, never a scan (messaging.discovery)
+        pipe.execute()
 
     def unregister(self, redis: RedisClient) -> None:
-        redis.delete(self.key())
+        pipe = redis.pipeline(transaction=False)
+        pipe.delete(self.key())
+        pipe.srem(keys.METRICS_INDEX, self.key())
+        pipe.execute()
 
     def close(self) -> None:
         self.server.shutdown()

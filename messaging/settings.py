@@ -150,6 +150,13 @@ define("CRAWLFLEET_METRICS_PORT", 0,
        "Base port of the Prometheus /metrics endpoints; each process on a host takes the next free port from "
        "it. 0: an ephemeral port, registered in Redis.", group="metrics", parse=int)
 define("CRAWLFLEET_METRICS_HOST", "127.0.0.1", "Address the /metrics endpoints listen on.", group="metrics")
+define("CRAWLFLEET_PROMETHEUS_SD_FILE", "",
+       "Prometheus file_sd file of every live /metrics endpoint of the cluster (from Redis: the processes' endpoints "
+       "and the managers'), rewritten atomically by `crawlfleet up` (its supervisor keeps it current) and by every "
+       "manager. Empty: <run dir>/prometheus/targets.json; `off`: not written.", group="metrics")
+define("CRAWLFLEET_PROMETHEUS_SD_INTERVAL", 10.0,
+       "Seconds between two rewrites of CRAWLFLEET_PROMETHEUS_SD_FILE by a manager (the supervisor rewrites it at "
+       "each of its checks).", group="metrics", parse=float)
 
 # --- metrics: each process's own port ----------------------------------------------------------------------------
 for _module, _what in (("MASTER", "a master"), ("CRAWLER", "a Scrapy worker"), ("KAFKA_MONITOR", "a Kafka monitor"),

@@ -57,7 +57,8 @@ class _FeedCollector:
         feed = self.extension._feed() if self.extension is not None else None
         if feed is None:
             return
-        info = GaugeMetricFamily("crawlfleet_worker_info", "This worker's job id (worker), spider type and host (always 1).",
+        info = GaugeMetricFamily("crawlfleet_worker_info",
+                                 "This worker's job id (worker), spider type and host (always 1).",
                                  labels=["worker", "spider_type", "host", "ip"])
         info.add_metric([feed.info.job, feed.info.spider_type, feed.info.host, feed.info.ip], 1)
         ready = GaugeMetricFamily("crawlfleet_worker_ready_tasks", "Leased tasks waiting for the downloader.")
