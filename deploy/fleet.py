@@ -89,6 +89,7 @@ class FleetProcess:
     ready: str = ""  # what its log says once it runs
     job: str | None = None
     spider: str | None = None
+    started: float = 0.0  # when it was spawned (the manager's Jobs page shows a fleet worker's start)
     log_offset: int = field(default=0, repr=False)  # where this start's lines begin (logs are appended to)
 
     def to_dict(self) -> dict[str, Any]:
@@ -284,6 +285,7 @@ def _spawn(run_dir: Path, process: FleetProcess, env: dict[str, str]) -> None:
     process.log = str(log)
     process.log_offset = log.stat().st_size if log.exists() else 0
     process.pid = spawn(process.argv, log, env=env, cwd=PROJECT_ROOT).pid
+    process.started = time.time()
 
 
 def _await_ready(processes: list[FleetProcess], env: Mapping[str, str], timeout: float) -> None:

@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from twisted.application.internet import TCPServer, TimerService
@@ -24,18 +25,21 @@ from twisted.application.service import MultiService
 from twisted.internet import defer, threads
 from twisted.web import server
 
-from manager import charts
+from manager import charts, host_fleet
 from manager.catalog import SpiderCatalog
 from manager.config import PROJECT, ManagerConfig
 from manager.flash import Flashes
 from manager.gateway import KafkaGateway
 from manager.history import SqliteJobHistory
+from manager.host_fleet import FleetJob
 from manager.jobs import InvalidJob, Job, JobRecord
 from manager.launcher import Launcher, SpiderProcess
 from manager.poller import QueuePoller
 from manager.queue import SqlitePendingQueue
 from manager.registry import ManagerRegistry
-from messaging import clients, discovery
+from manager.security import safe_log_file
+from messaging import clients, discovery, keys
+from messaging.clients import as_text
 from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
@@ -133,7 +137,7 @@ class Manager:
         return None
 
     def state_of(self, job_id: str) -> str | None:
-        if self.launcher.find(job_id) is not None:
+        if self.launcher.find(job_id) is not None or any(j.job == job_id for j in self.fleet_jobs()):
             return "running"
         if self.queue.get(job_id) is not None:
             return "pending"
@@ -152,6 +156,39 @@ class Manager:
 
     def log_url(self, project: str, spider: str, job: str) -> str:
         return f"/logs/{project}/{spider}/{job}.log"
+
+    def items_url(self, project: str, spider: str, job: str) -> str:
+        return f"/items/{project}/{spider}/{job}.jl"
+
+    # --- this host's `crawlfleet up` workers (manager.host_fleet) -------------------------------------------------
+    def fleet_jobs(self, alive_only: bool = True) -> list[FleetJob]:
+        own = {p.job.job for p in self.launcher.processes.values()}
+        return [j for j in host_fleet.fleet_jobs(self.config.settings.run_dir, alive_only) if j.job not in own]
+
+    def job_log(self, project: str, spider: str, job: str) -> Path | None:
+        """The log of a job of this host: one this manager ran, or a worker of this host's fleet."""
+        if project != self.project:
+            return None
+        own = safe_log_file(self.config.logs_dir, [project, spider, f"{job}.log"])
+        return own or host_fleet.fleet_log(self.config.settings.run_dir, job, spider)
+
+    def job_logs(self) -> list[tuple[str, str, str, Path]]:
+        """(project, spider, job, log) of every log this manager serves."""
+        found = {(p.parent.parent.name, p.parent.name, p.name.removesuffix(".log")): p
+                 for p in Path(self.config.logs_dir).glob("*/*/*.log")}
+        for job in self.fleet_jobs(alive_only=False):
+            found.setdefault((self.project, job.spider, job.job), Path(job.log_path))
+        return [(*key, path) for key, path in sorted(found.items()) if path.is_file()]
+
+    def live_worker(self, job: str) -> dict[str, Any] | None:
+        """A running worker's registration (pages, items, CPU, memory), or None; blocking (Redis)."""
+        try:
+            if self.redis.zscore(keys.WORKERS, job) is None:
+                return None
+            return {as_text(k): as_text(v) for k, v in self.redis.hgetall(keys.worker(job)).items()}
+        except Exception as exc:  # Redis away: the log's own figures
+            logger.debug("registry unreadable for %s: %s", job, exc)
+            return None
 
     # --- registry -----------------------------------------------------------------------------------------------
     def heartbeat(self) -> defer.Deferred[None]:

@@ -13,13 +13,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from twisted.web import http, resource, server
 
-from manager import console_data
+from manager import console_data, host_fleet
 from manager.webservice import write_json
 
 LOG_TAIL_LINES = 300
@@ -34,15 +33,7 @@ def log_of_job(manager: Any, job: str) -> Path | None:
     process = manager.launcher.find(job)
     if process is not None:
         return Path(process.record.log_path)
-    state_file = Path(manager.config.settings.run_dir) / "state.json"
-    try:
-        state = json.loads(state_file.read_text())
-    except (OSError, ValueError):
-        return None
-    for entry in (state.get("fleet") or {}).get("processes", []):
-        if entry.get("job") == job and entry.get("log"):
-            return Path(entry["log"])
-    return None
+    return host_fleet.fleet_log(manager.config.settings.run_dir, job)
 
 
 def read_log(path: Path, offset: int | None, tail_lines: int = LOG_TAIL_LINES) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from frontier.metrics import masters
+from frontier.registry import WorkerRegistry
 from manager import fleet
 from manager.registry import ManagerRegistry
 from messaging import keys
@@ -53,6 +54,18 @@ def fleet_view(manager: Any) -> dict[str, Any]:
     return {"time": now, "workers": workers, "managers": list(managers.values()),
             "leader": contenders[0] if contenders else None, "standbys": contenders[1:],
             "services": services_health(manager)}
+
+
+def registered_workers(manager: Any, exclude: set[str]) -> list[dict[str, Any]]:
+    """Every worker in the registry but ``exclude`` (job, spider type, host), each with its log's page on its host's
+    manager (None when that host runs no manager); the Jobs page's workers beyond this host's."""
+    redis = manager.redis
+    registry = WorkerRegistry(redis)
+    infos = registry.infos(registry.live())
+    urls = {m.host: m.url for m in ManagerRegistry(redis, manager.config.registry_ttl).live()}
+    return [{"job": job, "spider_type": info.spider_type, "host": info.host,
+             "log_url": f"{urls[info.host]}/logview/job/{job}" if info.host in urls else None}
+            for job, info in sorted(infos.items()) if job not in exclude]
 
 
 def services_health(manager: Any) -> list[dict[str, str]]:

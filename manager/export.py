@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from twisted.internet import threads
@@ -24,15 +25,17 @@ _CONTENT_TYPES = {"jsonl": b"application/x-ndjson; charset=utf-8", "csv": b"text
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._@-]")
 
 
-class _ExportProducer:
-    """Writes one batch per ``resumeProducing`` (the transport asks again once it has sent it)."""
+class BatchProducer:
+    """Writes one batch of documents per ``resumeProducing`` (the transport asks again once it has sent it), each
+    read in a thread from ``documents`` (an iterator of batches) and turned into bytes by ``render``; closes the
+    iterator and the MongoDB ``client`` at the end, or when the client goes away."""
 
-    def __init__(self, request: Any, client: Any, collection: Any, format: str, columns: list[str] | None) -> None:
+    def __init__(self, request: Any, client: Any, documents: Iterator[list[dict[str, Any]]],
+                 render: Callable[[list[dict[str, Any]]], bytes]) -> None:
         self.request = request
         self.client = client
-        self.format = format
-        self.columns = columns
-        self.batches = batches(collection)
+        self.render = render
+        self.batches = documents
         self.busy = self.stopped = self.closed = False
         request.notifyFinish().addBoth(lambda _: self.stopProducing())
 
@@ -40,7 +43,7 @@ class _ExportProducer:
         batch = next(self.batches, None)
         if batch is None:
             return None
-        return jsonl_lines(batch) if self.format == "jsonl" else csv_rows(batch, self.columns or [])
+        return self.render(batch)
 
     def resumeProducing(self) -> None:
         if self.busy or self.stopped:
@@ -61,7 +64,7 @@ class _ExportProducer:
 
     def _failed(self, failure: Any) -> None:
         self.busy = False
-        logger.error("export of %s failed: %s", self.request.path, failure.getErrorMessage())
+        logger.error("streaming %s failed: %s", self.request.path, failure.getErrorMessage())
         if self.stopped:
             self._close()
         else:
@@ -94,7 +97,8 @@ class _ExportProducer:
 
 def _close_quietly(generator: Any, client: Any) -> None:
     try:
-        generator.close()
+        if hasattr(generator, "close"):
+            generator.close()
     finally:
         client.close()
 
@@ -136,8 +140,10 @@ class CrawlExport(resource.Resource):
         request.setHeader(b"content-disposition", f'attachment; filename="{name}.{format}"'.encode())
         if columns is not None:
             request.write(csv_header(columns))
-        producer = _ExportProducer(request, client, collection, format, columns)
-        request.registerProducer(producer, False)
+        def render(batch: list[dict[str, Any]]) -> bytes:
+            return jsonl_lines(batch) if format == "jsonl" else csv_rows(batch, columns or [])
+
+        request.registerProducer(BatchProducer(request, client, batches(collection), render), False)
 
     def _error(self, request: Any, failure: Any) -> None:
         not_found = failure.check(LookupError) is not None

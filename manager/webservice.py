@@ -188,18 +188,22 @@ class Status(JsonResource):
 
 
 def listjobs(manager: Any) -> dict[str, Any]:
+    """scrapyd's job lists; running: this manager's jobs, then this host's ``crawlfleet up`` workers."""
     p = manager.project
     return {
         "pending": [{"id": j.job, "project": p, "spider": j.spider, "version": None, "settings": j.settings,
                      "args": j.args, "priority": j.priority} for j in manager.pending()],
         "running": [{"id": r.job.job, "project": p, "spider": r.job.spider, "pid": r.pid,
                      "start_time": timestamp(r.record.start_time),
-                     "log_url": manager.log_url(p, r.job.spider, r.job.job), "items_url": None}
-                    for r in manager.running()],
+                     "log_url": manager.log_url(p, r.job.spider, r.job.job),
+                     "items_url": manager.items_url(p, r.job.spider, r.job.job)} for r in manager.running()]
+        + [{"id": f.job, "project": p, "spider": f.spider, "pid": f.pid, "start_time": timestamp(f.start_time or None),
+            "log_url": manager.log_url(p, f.spider, f.job), "items_url": manager.items_url(p, f.spider, f.job)}
+           for f in manager.fleet_jobs()],
         "finished": [{"id": f.job, "project": f.project, "spider": f.spider, "pid": f.pid,
                       "start_time": timestamp(f.start_time), "end_time": timestamp(f.end_time),
                       "exit_status": f.exit_status, "log_url": manager.log_url(f.project, f.spider, f.job),
-                      "items_url": None} for f in manager.finished()],
+                      "items_url": manager.items_url(f.project, f.spider, f.job)} for f in manager.finished()],
     }
 
 

@@ -28,6 +28,7 @@ from twisted.web.util import Redirect
 from manager import console, console_data, fleet
 from manager.api import api_root
 from manager.console_pages import FleetPage, LogViewPage, NotFoundPage, SitesPage
+from manager.items import Items
 from manager.jobs import InvalidJob
 from manager.logs import Logs
 from manager.metrics import MetricsResource
@@ -124,12 +125,25 @@ class SpidersPage(Page):
 
 
 class JobsPage(Page):
+    """scrapyd's Jobs table (this manager's jobs and this host's `crawlfleet up` workers), then the cluster's other
+    workers with their logs."""
+
     template = "jobs.html"
 
     def context(self, request: Any) -> Any:
         m = self.manager
-        return {"pending": m.pending(), "running": m.running(), "finished": m.finished(), "project": m.project,
-                "max_proc": m.config.max_proc}
+        running, fleet_jobs = m.running(), m.fleet_jobs()
+        data = {"pending": m.pending(), "running": running, "fleet": fleet_jobs, "finished": m.finished(),
+                "project": m.project, "max_proc": m.config.max_proc, "others": [], "others_error": ""}
+        here = {p.job.job for p in running} | {j.job for j in fleet_jobs}
+
+        def others() -> dict[str, Any]:
+            try:
+                return {**data, "others": console_data.registered_workers(m, here)}
+            except Exception as exc:  # Redis away: this host's jobs still show
+                return {**data, "others_error": f"the worker registry is unreadable: {exc}"}
+
+        return m.in_thread(others)
 
     def post(self, request: Any) -> Any:
         job = _form(request, "job")
@@ -212,7 +226,8 @@ class Root(resource.Resource):
         for name, cls in SCRAPYD_RESOURCES.items():
             self.putChild(name, cls(manager))
         self.putChild(b"api", api_root(manager))
-        self.putChild(b"logs", Logs(manager.config.logs_dir))
+        self.putChild(b"logs", Logs(manager))
+        self.putChild(b"items", Items(manager))
         self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
         for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),

@@ -65,9 +65,11 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def batches(collection: Any, after: Any = None, batch_size: int = BATCH) -> Iterator[list[dict[str, Any]]]:
-    """The collection's documents in ``_id`` order, after ``after`` (an ``_id``), ``batch_size`` at a time."""
-    query = {"_id": {"$gt": after}} if after is not None else {}
+def batches(collection: Any, after: Any = None, batch_size: int = BATCH,
+            where: dict[str, Any] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The collection's documents (those matching ``where``) in ``_id`` order, after ``after`` (an ``_id``),
+    ``batch_size`` at a time."""
+    query = {**(where or {}), **({"_id": {"$gt": after}} if after is not None else {})}
     cursor = collection.find(query, sort=[("_id", 1)], batch_size=batch_size)
     try:
         batch: list[dict[str, Any]] = []

@@ -281,6 +281,12 @@ def worker(job: str) -> str:
     return f"worker:{job}"
 
 
+def worker_crawls(job: str) -> str:
+    """set with TTL (CRAWLFLEET_CRAWL_TTL after the last addition): the crawls a worker stored items for, so that
+    the manager's ``/items/<project>/<spider>/<job>.jl`` reads those collections only (the items carry ``job``)."""
+    return f"worker:{job}:crawls"
+
+
 RETIRED_WORKERS = "workers:{workers}:retired"
 """zset: job ids declared dead (fenced: their later writes are refused), by retirement time."""
 

@@ -9,8 +9,9 @@ tasks held (every lease of this job), tasks completed, and ``crawlfleet_worker_i
 spider type, host, ip; never ``job`` or ``instance``, which Prometheus keeps for the target).
 The process collector adds CPU and memory. With each registration the worker also writes its CPU (percent),
 resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view,
-adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page, and each
-crawl's reasons for pages without items (HTTP errors, dropped items, spider errors) to ``crawl:<id>:reasons``.
+adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page, each
+crawl's reasons for pages without items (HTTP errors, dropped items, spider errors) to ``crawl:<id>:reasons``, and
+the crawls it stored items for to ``worker:<job>:crawls`` (the manager's ``/items/`` of the job).
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ class WorkerMetrics:
         self.site_statuses: Tally[tuple[str, str]] = Tally()  # counted on the reactor, written with each registration
         self.crawl_reasons: Tally[tuple[str, str]] = Tally()  # (crawlid, reason), likewise
         self.items = 0
+        self.item_crawls: set[str] = set()  # crawls this job stored items for since the last registration
         self.usage = ProcessUsage()
         self._loop: Any = None
 
@@ -156,6 +158,7 @@ class WorkerMetrics:
         usage = self.usage.sample()
         statuses, self.site_statuses = self.site_statuses, Tally()
         reasons, self.crawl_reasons = self.crawl_reasons, Tally()
+        item_crawls, self.item_crawls = self.item_crawls, set()
 
         def register() -> None:  # a thread: the reactor never waits for Redis
             if self.redis is None:
@@ -170,6 +173,9 @@ class WorkerMetrics:
             for (crawlid, reason), count in reasons.items():  # the crawl page's reasons
                 pipe.hincrby(keys.crawl_reasons(crawlid), reason, count)
                 pipe.expire(keys.crawl_reasons(crawlid), self.settings.crawl_ttl)
+            if feed is not None and item_crawls:  # where the manager's /items/ of this job looks
+                pipe.sadd(keys.worker_crawls(feed.info.job), *sorted(item_crawls))
+                pipe.expire(keys.worker_crawls(feed.info.job), self.settings.crawl_ttl)
             pipe.execute()
 
         d = threads.deferToThread(register)
@@ -204,6 +210,9 @@ class WorkerMetrics:
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
         ITEMS.inc()
         self.items += 1
+        crawlid = item.get("crawlid") if hasattr(item, "get") else None
+        if crawlid:
+            self.item_crawls.add(str(crawlid))
 
     def _site(self, url: str) -> str:
         try:

@@ -1,7 +1,8 @@
 """Stores items in MongoDB (seed 4.3.1.4 ③): ``ITEM_PIPELINES = {"spiders.pipelines.mongo.MongoPipeline": 900}``.
 
 - One collection per crawl (``item["crawlid"]``) with a unique index on ``url_key``, the item's canonical URL
-  (:func:`w3lib.url.canonicalize_url`), created once per collection by this process. A document is the item
+  (:func:`w3lib.url.canonicalize_url`), and an index on ``job`` (the manager's ``/items/`` of a job), created once
+  per collection by this process. A document is the item
   without its ``_``-keys, plus ``url_key`` and ``stored_at`` (a UTC date: when the batch was written).
 - Writes are batched: one ``bulk_write`` of ``ReplaceOne({"url_key": k}, doc, upsert=True)`` per collection,
   unordered. An upsert by canonical URL makes a redelivered task's item (a page fetched again after a crash) land
@@ -54,6 +55,7 @@ from spiders.signals import storage_backlog
 logger = logging.getLogger(__name__)
 
 URL_KEY = "url_key"
+JOB = "job"  # the worker job that fetched the item (spiders.spiders.base)
 CLOSE_TIMEOUT = 30.0  # seconds close_spider keeps retrying a MongoDB that is down before it gives up
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024  # MongoDB's BSON document limit
 # Write errors worth retrying: a concurrent upsert of the same URL by another worker (11000: one of the two
@@ -105,6 +107,7 @@ class MongoWriter:
     def _ensure_index(self, collection: str) -> None:
         if collection not in self.indexed:
             self.database[collection].create_index(URL_KEY, unique=True)
+            self.database[collection].create_index(JOB)  # the manager's /items/ of one job
             self.indexed.add(collection)
 
     def _write(self, collection: str, positions: dict[str, list[int]], batch: Sequence[Pending],

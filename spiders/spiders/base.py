@@ -5,10 +5,10 @@ tasks the scheduler leases from this job's queues (:mod:`spiders.worker.schedule
 :meth:`FleetSpider.request_for`; the response comes back to :meth:`FleetSpider.parse_task`, which applies the crawl's
 rule (read once per crawl from ``crawl:<crawlid>``, built once per crawl here) and yields
 
-- items: the rule's fields plus what every item carries (``url``, ``crawlid``, ``spider_type``, ``fetched_at``,
-  ``status``, ``encoding``, ``etag``, ``last_modified``, ``depth``, ``referer``; ``_html`` on content pages for the
-  main-text extraction, ``_outputs`` (the rule's ``outputs``) when the rule chooses them, ``_required`` for the
-  clean pipeline);
+- items: the rule's fields plus what every item carries (``url``, ``crawlid``, ``spider_type``, ``job`` — the
+  worker's job id, set by the scheduler —, ``fetched_at``, ``status``, ``encoding``, ``etag``, ``last_modified``,
+  ``depth``, ``referer``; ``_html`` on content pages for the main-text extraction, ``_outputs`` (the rule's
+  ``outputs``) when the rule chooses them, ``_required`` for the clean pipeline);
 - requests for the links to follow, which :class:`spiders.worker.output.TaskOutputMiddleware` turns into child tasks.
 
 A rule that fails on a page (an XPath error at run time, a rule that cannot be built) is logged and counted in the
@@ -170,6 +170,7 @@ class FleetSpider(scrapy.Spider):
             "url": response.url,
             "crawlid": task.crawlid,
             "spider_type": task.spider_type,
+            "job": getattr(self, "fleet_job", None),
             "fetched_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "status": response.status,
             "encoding": response.meta.get("page_encoding") or getattr(response, "encoding", None),

@@ -278,6 +278,7 @@ class FleetScheduler:
         spider_type = getattr(spider, "spider_type", spider.name)
         job = self.crawler.settings.get("CRAWLFLEET_JOB") or getattr(spider, "job", None) or default_job_id(
             spider_type)
+        spider.fleet_job = job  # every item carries it (``job``): the manager's /items/ of a job finds them
         zk = clients.zk_client(s)
         self._zk = zk
         rates = SiteConfigWatch(zk, SitePaths(s.zk_root)).start()
