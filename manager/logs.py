@@ -85,11 +85,19 @@ def not_found(request: Any, what: str = "no such log") -> bytes:
     return f"{what}\n".encode()
 
 
+class _TextFile(static.File):
+    def _rangeToOffsetAndSize(self, start: int | None, end: int | None) -> tuple[int, int]:
+        if start is None and end is not None:  # a suffix longer than the file is the whole file (RFC 9110 14.1.1)
+            end = min(end, self.getFileSize())
+        offset, size = super()._rangeToOffsetAndSize(start, end)
+        return offset, size
+
+
 def serve_text_file(request: Any, path: Path) -> Any:
     """A file as ``text/plain`` (nosniff, no scripts), with ``Range`` and ``HEAD``, streamed."""
     request.setHeader(b"x-content-type-options", b"nosniff")
     request.setHeader(b"content-security-policy", b"default-src 'none'")
-    served = static.File(str(path), defaultType=TEXT)
+    served = _TextFile(str(path), defaultType=TEXT)
     served.type, served.encoding = TEXT, None
     return served.render(request)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from deploy.procs import wait_for
 from tests.integration.test_manager_api import ManagerProcess
 from tests.plugins.services import Isolated, Processes
 
@@ -54,6 +55,7 @@ def test_jobs_and_logs_pages_read_as_scrapyds(cf: Isolated, procs: Processes, tm
         manager.post("schedule.json", {"project": "crawlfleet", "spider": "list", "jobid": job})
     manager.wait_state("first", "running")
     page = requests.get(f"{manager.url}/jobs", timeout=30).text
+    assert re.search(r"<h1>Jobs</h1>", page)  # ScrapydWeb checks this before it reads a row
     rows = {row["job"]: row for row in read_jobs(page)}
     assert set(rows) == {"first", "second"}
     assert state_of(rows["first"]) == "running" and state_of(rows["second"]) == "pending"
@@ -62,10 +64,14 @@ def test_jobs_and_logs_pages_read_as_scrapyds(cf: Isolated, procs: Processes, tm
     datetime.strptime(rows["first"]["start"], "%Y-%m-%d %H:%M:%S")  # scrapyd's str(datetime), no microseconds
     assert re.fullmatch(r"\d+:\d\d:\d\d", rows["first"]["runtime"])
     assert re.search(r'href="(/logs/crawlfleet/list/first\.log)"', rows["first"]["log"])
+    assert re.fullmatch(r'<a href="/items/crawlfleet/list/first\.jl">Items</a>', rows["first"]["items"])
+    assert rows["second"]["items"] == "" and rows["second"]["log"] == ""  # pending: nothing yet
     assert {row["job"] for row in read_jobs(page, STRICT_ROW)} == {"first", "second"}
     for section in ("Pending", "Running", "Finished"):
-        assert f'<th colspan="9">{section}</th>' in page
+        assert f'<th colspan="10">{section}</th>' in page
 
+    wait_for(lambda: "worker first ready" in requests.get(f"{manager.url}/logs/crawlfleet/list/first.log",
+                                                           timeout=10).text, 60, "the worker's ready line")
     assert manager.post("cancel.json", {"project": "crawlfleet", "job": "first"}).json()["prevstate"] == "running"
     manager.wait_state("first", "finished")
     rows = {row["job"]: row for row in read_jobs(requests.get(f"{manager.url}/jobs", timeout=30).text)}
@@ -83,6 +89,8 @@ def test_jobs_and_logs_pages_read_as_scrapyds(cf: Isolated, procs: Processes, tm
     assert re.search(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d</td>", files)
     log = requests.get(f"{manager.url}/logs/crawlfleet/list/first.log", timeout=10)
     assert log.status_code == 200 and log.headers["content-type"].startswith("text/plain")
+    tail = requests.get(f"{manager.url}/logs/crawlfleet/list/first.log", headers={"Range": "bytes=-100"}, timeout=10)
+    assert tail.status_code == 206 and tail.content == log.content[-100:]  # Gerapy reads a log's end so
     assert requests.get(f"{manager.url}/logs/crawlfleet/nope/", timeout=10).status_code == 404
     assert requests.get(f"{manager.url}/logs", timeout=10, allow_redirects=False).status_code in (301, 302, 303)
 
@@ -105,3 +113,48 @@ def test_a_proper_404_and_status_messages_by_id(cf: Isolated, procs: Processes, 
     shown = requests.get(f"{manager.url}{location}", timeout=10).text
     assert '<p class="message error" id="message" role="alert">no pending or running job nobody</p>' in shown
     assert "id=\"message\"" not in requests.get(f"{manager.url}/jobs", params={"message": "spoofed"}, timeout=10).text
+
+
+# ScrapydWeb's reading of a directory listing (its Logs and Items pages): rows of class odd/even, a cell a line
+LISTED = re.compile(r'<tr class="(?:odd|even)">\n\s+<td>(.*?)</td>\n\s+<td>(.*?)</td>\n(?:\s+<td>(.*?)</td>\n)?'
+                    r'\s+<td>(.*?)</td>\n\s+<td>(.*?)</td>\n</tr>')
+
+
+def test_a_jobs_stats_and_items_as_logparser_and_scrapyd_serve_them(cf: Isolated, procs: Processes,
+                                                                   tmp_path: Path) -> None:
+    manager = ManagerProcess(procs, cf.env, tmp_path / "m").start()
+    manager.post("schedule.json", {"project": "crawlfleet", "spider": "list", "jobid": "one"})
+    manager.wait_state("one", "running")
+    # Scrapy's first LogStats line: the engine runs (a SIGTERM before it ends the process without its stats)
+    wait_for(lambda: "Crawled 0 pages" in requests.get(f"{manager.url}/logs/crawlfleet/list/one.log",
+                                                       timeout=10).text, 60, "the worker's engine running")
+    stats = requests.get(f"{manager.url}/logs/crawlfleet/list/one.json", timeout=30)
+    assert stats.status_code == 200 and stats.headers["content-type"].startswith("application/json")
+    data = stats.json()
+    assert data["logparser_version"] == "0.8.4" and data["status"] == "ok"
+    datetime.strptime(data["first_log_time"], "%Y-%m-%d %H:%M:%S")
+    assert set(data["log_categories"]) == {"critical_logs", "error_logs", "warning_logs", "redirect_logs",
+                                           "retry_logs", "ignore_logs"}
+    assert "worker one ready" in data["tail"] and data["finish_reason"] == "N/A"
+    assert data["datas"][0][1:] == [0, 0, 0, 0] and data["pages"] is not None  # LogStats rows, the live figures
+    index = requests.get(f"{manager.url}/logs/stats.json", timeout=30).json()
+    assert index["datas"]["crawlfleet"]["list"]["one"]["first_log_time"] == data["first_log_time"]
+    assert requests.get(f"{manager.url}/logs/crawlfleet/list/nobody.json", timeout=10).status_code == 404
+
+    assert manager.post("cancel.json", {"project": "crawlfleet", "job": "one"}).json()["prevstate"] == "running"
+    manager.wait_state("one", "finished")
+    finished = requests.get(f"{manager.url}/logs/crawlfleet/list/one.json", timeout=30).json()
+    assert finished["shutdown_reason"] == "Received SIGTERM" and finished["finish_reason"] == "shutdown"
+    assert finished["crawler_stats"]["source"] == "log" and "finish_time" in finished["crawler_stats"]
+
+    root = requests.get(f"{manager.url}/items/", timeout=10)
+    assert root.status_code == 200 and "Directory listing for /items/" in root.text
+    assert [row[0] for row in LISTED.findall(root.text)] == ['<a href="crawlfleet/">crawlfleet/</a>']
+    listing = requests.get(f"{manager.url}/items/crawlfleet/list/", timeout=30).text
+    (row,) = LISTED.findall(listing)
+    assert row[0] == '<a href="one.jl">one.jl</a>' and row[1] == "0 items"
+    items = requests.get(f"{manager.url}/items/crawlfleet/list/one.jl", timeout=30)
+    assert items.status_code == 200 and items.text == ""  # a worker with no crawl stored nothing
+    assert manager.finished("one")["items_url"] == "/items/crawlfleet/list/one.jl"
+    assert requests.get(f"{manager.url}/items/crawlfleet/list/nobody.jl", timeout=10).status_code == 404
+    assert requests.get(f"{manager.url}/items/..%2f..%2fetc/", timeout=10).status_code == 404
