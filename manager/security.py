@@ -2,11 +2,19 @@
 
 - **Basic authentication** (what scrapyd and its clients use): Twisted's ``HTTPAuthSessionWrapper`` around the whole
   site when CRAWLFLEET_MANAGER_AUTH is set; :mod:`manager.config` refuses a non-loopback bind without it.
-- **Cross-site requests**: every state-changing request (POST) whose ``Origin`` — or, without one, ``Referer`` —
-  names another origin, or that a browser marks ``Sec-Fetch-Site: cross-site``/``same-site``, is refused with 403.
-  Browsers always send ``Origin`` on a cross-origin POST; scrapyd clients (requests, curl) send none and pass. The
-  pages' forms also carry a token (:class:`CsrfToken`) that another origin cannot read (no CORS header is ever
-  sent), checked on every page POST.
+- **Cross-site requests** (:func:`state_change_refusal`): every state-changing request (POST, PUT, PATCH, DELETE)
+  whose ``Origin`` — or, without one, ``Referer`` — names another origin (``null`` included), or that a browser
+  marks ``Sec-Fetch-Site: cross-site``/``same-site``, is refused with 403. Then it must carry one of:
+
+  1. this manager's form token (:class:`CsrfToken`: the ``csrf_token`` field of the pages' forms, or an
+     ``X-CSRF-Token`` header), which another origin cannot read (no page sends a CORS header);
+  2. a JSON body (``Content-Type: application/json``): a page elsewhere cannot send that type without a CORS
+     preflight, which is never granted, and a browser's same-origin request names this origin (checked above);
+  3. for scrapyd's API (``/<name>.json``) only, a form body (or none) and no ``Origin`` at all: what scrapyd's
+     clients send (scrapyd-client, ScrapydWeb, Gerapy, curl; with basic authentication when it is on). A browser
+     always sends ``Origin`` on a POST, so a browser's form needs the token.
+
+  Anything else (a ``text/plain`` body to ``/api/…``, a form to a page without the token) is refused with 403.
 - **DNS rebinding**: without authentication (loopback only) a request must name a loopback host or this manager's
   own URL host in ``Host``, so a page of another site that rebinds its name to 127.0.0.1 is refused.
 - **Log paths**: each segment of ``/logs/<project>/<spider>/<job>.log`` must match a strict pattern and the resolved
@@ -92,6 +100,36 @@ def cross_site_reason(request: Any) -> str | None:
             return f"{header.decode()} {text!r} is not this manager ({host})"
         return None  # Origin checked; Referer only when Origin is absent
     return None
+
+
+JSON_TYPE = re.compile(r"application/(?:[\w.+-]+\+)?json\s*(?:;|$)", re.I)
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+SCRAPYD_API = re.compile(rb"/[A-Za-z]+\.json\Z")
+TOKEN_HEADER = b"x-csrf-token"
+
+
+def _content_type(request: Any) -> str:
+    return (request.getHeader(b"content-type") or b"").decode("latin-1").strip()
+
+
+def state_change_refusal(request: Any, csrf: CsrfToken) -> str | None:
+    """Why a state-changing request is refused (the rule in the module docstring), or None when it may go on."""
+    if request.method not in UNSAFE_METHODS:
+        return None
+    reason = cross_site_reason(request)
+    if reason is not None:
+        return f"cross-site request refused: {reason}"
+    token = request.getHeader(TOKEN_HEADER) or (request.args.get(b"csrf_token") or [None])[0]
+    if csrf.valid(token):
+        return None
+    content_type = _content_type(request)
+    if JSON_TYPE.match(content_type):
+        return None
+    form = not content_type or content_type.lower().startswith(FORM_TYPES)
+    if SCRAPYD_API.match(request.path or b"") and form and request.getHeader(b"origin") is None:
+        return None
+    return (f"a state-changing request needs the form token (reload the page), or a JSON body (Content-Type: "
+            f"application/json), not {content_type or 'no content type'}")
 
 
 def host_allowed(request: Any, own_url: str, bind: str) -> bool:

@@ -27,6 +27,7 @@ from twisted.web.util import Redirect
 
 from manager import console, console_data, fleet
 from manager.api import api_root
+from manager.channel import Limits, ManagerChannel, ManagerRequest
 from manager.console_pages import FleetPage, LogViewPage, NotFoundPage, SitesPage
 from manager.items import Items
 from manager.jobs import InvalidJob
@@ -34,7 +35,7 @@ from manager.logs import Logs
 from manager.metrics import MetricsResource
 from manager.pages import HERE, SPIDER_TYPES, Page, _form, environment, parse_pairs
 from manager.registry import ManagerRegistry
-from manager.security import CsrfToken, cross_site_reason, host_allowed, with_basic_auth
+from manager.security import CsrfToken, host_allowed, state_change_refusal, with_basic_auth
 from manager.webservice import SCRAPYD_RESOURCES, ApiError, job_from_request
 from messaging import clients
 
@@ -255,22 +256,30 @@ class _Refused(resource.Resource):
 
 
 class ManagerSite(server.Site):
-    """Refuses cross-site state changes and (without authentication) requests for a foreign Host."""
+    """Refuses state changes without the token or a JSON body (:func:`manager.security.state_change_refusal`) and,
+    without authentication, requests for a foreign Host; its connections bound bodies and read times
+    (:mod:`manager.channel`)."""
+
+    protocol = ManagerChannel
 
     def __init__(self, root: Any, manager: Any) -> None:
-        super().__init__(with_basic_auth(root, manager.config.auth))
+        super().__init__(with_basic_auth(root, manager.config.auth), requestFactory=ManagerRequest)
         self.manager = manager
+        self.csrf = root.csrf
         self.displayTracebacks = False
+        s = manager.config.settings
+        self.limits = Limits(max_body=s.manager_max_body, max_upload=s.manager_max_upload,
+                             header_timeout=s.manager_header_timeout, body_timeout=s.manager_body_timeout)
 
     def getResourceFor(self, request: Any) -> Any:
         config = self.manager.config
         if config.auth is None and not host_allowed(request, config.url, config.bind):
             return _Refused(http.FORBIDDEN, "Host not allowed (a manager without authentication answers only "
                                             "for loopback names)")
-        reason = cross_site_reason(request)
+        reason = state_change_refusal(request, self.csrf)
         if reason is not None:
-            logger.warning("refused a cross-site %s %s: %s", request.method.decode(), request.uri.decode(), reason)
-            return _Refused(http.FORBIDDEN, f"cross-site request refused: {reason}")
+            logger.warning("refused %s %s: %s", request.method.decode(), request.uri.decode(), reason)
+            return _Refused(http.FORBIDDEN, reason)
         return super().getResourceFor(request)
 
 

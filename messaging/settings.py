@@ -493,6 +493,18 @@ define("CRAWLFLEET_MANAGER_KILL_TIMEOUT", 30.0,
 define("CRAWLFLEET_MANAGER_PROJECT_DIR", "",
        "Working directory of the spider processes (the Scrapy project, with scrapy.cfg); default: the manager's.",
        group="manager")
+define("CRAWLFLEET_MANAGER_MAX_BODY", 2 * 1024 * 1024,
+       "Largest request body the manager reads, in bytes: a larger Content-Length is answered 413 before the body "
+       "is read (a chunked body is cut off as it arrives). Covers a crawl request of CRAWLFLEET_MAX_MESSAGE_BYTES "
+       "sent through the Submit page's form.", group="manager", parse=int)
+define("CRAWLFLEET_MANAGER_MAX_UPLOAD", 64 * 1024 * 1024,
+       "Largest body of scrapyd's egg upload (addversion.json), in bytes.", group="manager", parse=int)
+define("CRAWLFLEET_MANAGER_HEADER_TIMEOUT", 10.0,
+       "Seconds a request's line and headers have to arrive, from its first byte (or the connection's opening, or "
+       "the previous response): a slow or idle connection is closed then (slowloris).", group="manager",
+       parse=float)
+define("CRAWLFLEET_MANAGER_BODY_TIMEOUT", 30.0,
+       "Seconds a request's body has to arrive after its headers (408 after that).", group="manager", parse=float)
 # the manager's heartbeat (was a constant of manager/config.py)
 define("CRAWLFLEET_MANAGER_HEARTBEAT_INTERVAL", 5.0,
        "Seconds between the manager's heartbeats in the managers' registry (its entry expires after four).",

@@ -95,15 +95,9 @@ def _base_env(run_dir: str) -> dict[str, str]:
     return env
 
 
-def _test_name(request: pytest.FixtureRequest, number: int) -> str:
-    base = "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40]
-    return f"t{number}_{base}"
-
-
-@pytest.fixture
-def cf(local_services: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[Isolated]:
+def _isolated(local_services: dict[str, Any], name: str) -> Iterator[Isolated]:
     number = next(_sequence)
-    name = _test_name(request, number)
+    name = f"t{number}_{name}"
     redis_db = number % (DATABASES - 1) + 1
     host_port = local_services["redis_url"].rsplit("/", 1)[0]
     env = _base_env(local_services["run_dir"])
@@ -137,6 +131,31 @@ def cf(local_services: dict[str, Any], request: pytest.FixtureRequest) -> Iterat
         finally:
             root.stop()
             root.close()
+
+
+def _base_name(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:40]
+
+
+@pytest.fixture
+def cf(local_services: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[Isolated]:
+    yield from _isolated(local_services, _base_name(request.node.name))
+
+
+@pytest.fixture(scope="module")
+def cf_module(local_services: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[Isolated]:
+    """The services' share of a whole module (its tests share one fleet or manager; each leaves it as it was)."""
+    yield from _isolated(local_services, _base_name(request.module.__name__.rsplit(".", 1)[-1]))
+
+
+@pytest.fixture(scope="module")
+def procs_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
+    """Children shared by a module's tests, stopped by PID after its last test."""
+    processes = Processes(tmp_path_factory.mktemp("procs"))
+    try:
+        yield processes
+    finally:
+        processes.stop_all()
 
 
 @pytest.fixture(scope="session")

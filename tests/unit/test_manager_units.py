@@ -13,7 +13,7 @@ from manager.history import SqliteJobHistory
 from manager.jobs import InvalidJob, Job, JobRecord
 from manager.poller import QueuePoller
 from manager.queue import SqlitePendingQueue
-from manager.security import CsrfToken, cross_site_reason, host_allowed, safe_log_file
+from manager.security import CsrfToken, cross_site_reason, host_allowed, safe_log_file, state_change_refusal
 from messaging.settings import load
 
 pytestmark = pytest.mark.unit
@@ -85,9 +85,34 @@ def test_a_non_loopback_bind_needs_authentication(tmp_path: Path) -> None:
         parse_auth("no-password")
 
 
-def _request(method: bytes = b"POST", **headers: str) -> Any:
+def _request(method: bytes = b"POST", path: bytes = b"/api/crawl", args: dict[bytes, list[bytes]] | None = None,
+             **headers: str) -> Any:
     values = {name.replace("_", "-").lower().encode(): value.encode() for name, value in headers.items()}
-    return SimpleNamespace(method=method, getHeader=lambda name: values.get(name.lower()))
+    return SimpleNamespace(method=method, path=path, args=args or {}, getHeader=lambda name: values.get(name.lower()))
+
+
+def test_a_state_change_needs_the_token_or_a_json_body() -> None:
+    csrf, host = CsrfToken(), "127.0.0.1:6800"
+    json_type = "application/json; charset=utf-8"
+    assert state_change_refusal(_request(host=host, content_type="text/plain"), csrf)  # the attack
+    assert state_change_refusal(_request(host=host), csrf)
+    assert state_change_refusal(_request(host=host, content_type=json_type), csrf) is None  # curl, scripts
+    assert state_change_refusal(_request(host=host, content_type="application/ld+json"), csrf) is None
+    assert state_change_refusal(_request(host=host, content_type=json_type, origin=f"http://{host}"), csrf) is None
+    assert state_change_refusal(_request(host=host, content_type=json_type, origin="null"), csrf)
+    assert state_change_refusal(_request(host=host, content_type="text/plain", x_csrf_token=csrf.value), csrf) is None
+    form = "application/x-www-form-urlencoded"
+    assert state_change_refusal(_request(path=b"/jobs", host=host, content_type=form,
+                                         args={b"csrf_token": [csrf.value.encode()]}), csrf) is None
+    assert state_change_refusal(_request(path=b"/jobs", host=host, content_type=form), csrf)
+    scrapyd = _request(path=b"/schedule.json", host=host, content_type=form)
+    assert state_change_refusal(scrapyd, csrf) is None  # scrapyd's clients: a form, no Origin
+    assert state_change_refusal(_request(path=b"/schedule.json", host=host, content_type="multipart/form-data; "
+                                         "boundary=x"), csrf) is None  # scrapyd-client's egg upload
+    assert state_change_refusal(_request(path=b"/schedule.json", host=host, content_type=form,
+                                         origin=f"http://{host}"), csrf)  # a browser's form: the token
+    assert state_change_refusal(_request(path=b"/schedule.json", host=host, content_type="text/plain"), csrf)
+    assert state_change_refusal(_request(b"GET", host=host), csrf) is None
 
 
 def test_cross_site_requests_are_recognised() -> None:
