@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.plugins.fleet",
     "tests.plugins.pywb",
     "tests.plugins.browser",
+    "tests.plugins.scrapydweb",
 ]

@@ -160,3 +160,9 @@ def fleet(cf: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[F
 def fleet_cluster(cf_cluster: Isolated, procs: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
     """The same fleet on the local 3-master Redis Cluster."""
     yield from _fleet(cf_cluster, procs, demoweb)
+
+
+@pytest.fixture(scope="module")
+def fleet_module(cf_module: Isolated, procs_module: Processes, demoweb: dict[str, Any]) -> Iterator[Fleet]:
+    """One fleet for a whole module's tests (each leaves it as it found it)."""
+    yield from _fleet(cf_module, procs_module, demoweb)
