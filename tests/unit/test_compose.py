@@ -79,15 +79,22 @@ def test_prometheus_and_grafana_are_official_images_with_the_repos_config(compos
                 assert source in compose["volumes"], f"{name}: volume {source} is not declared"
 
 
-def test_prometheus_scrapes_every_crawlfleet_service_on_its_metrics_port(compose):
+def test_prometheus_scrapes_what_the_managers_file_sd_file_lists(compose):
     config = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
-    job = next(job for job in config["scrape_configs"] if job["job_name"] == "crawlfleet")
-    (discovery,) = job["dns_sd_configs"]
-    port = int(compose["x-crawlfleet"]["environment"]["CRAWLFLEET_METRICS_PORT"])
-    assert discovery["port"] == port and discovery["type"] == "A"
-    # every long-running crawlfleet service is scraped, and only services that exist
-    assert set(discovery["names"]) == set(_own_services(compose))
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    manager = compose["services"]["manager"]
+    written = manager["environment"]["CRAWLFLEET_PROMETHEUS_SD_FILE"]
+    volume = next(v for v in manager["volumes"] if written.startswith(v.split(":")[1]))
+    assert f"{volume.split(':')[0]}:{volume.split(':')[1]}:ro" in compose["services"]["prometheus"]["volumes"]
+    for name in ("crawlfleet", "crawlfleet-manager"):  # every target of the file, the manager with its password
+        (discovery,) = jobs[name]["file_sd_configs"]
+        assert discovery["files"] == [written]
+    user, _, password = manager["environment"]["CRAWLFLEET_MANAGER_AUTH"].split(":-", 1)[1].rstrip("}") \
+        .partition(":")
+    assert jobs["crawlfleet-manager"]["basic_auth"] == {"username": user, "password": password}
+    assert manager["command"] == ["manager", "--bind", "0.0.0.0"]
     assert compose["x-crawlfleet"]["environment"]["CRAWLFLEET_METRICS_HOST"] == "0.0.0.0"
+    assert "dns_sd_configs" not in jobs["crawlfleet"]  # one discovery: a target found twice is counted twice
 
 
 def test_stores_have_healthchecks_that_write_and_restart_when_they_fail(compose):
