@@ -1,13 +1,21 @@
 """The command line's errors: a service that cannot be reached is one line naming the setting to check, not a hang.
 
-The request commands first check that a Kafka bootstrap server accepts a TCP connection (a few seconds at most, see
-:data:`REACH_TIMEOUT`) instead of letting the client retry its bootstrap for 30 s and end in a traceback.
+The commands first check that the service they need accepts a TCP connection (a few seconds at most, see
+:data:`REACH_TIMEOUT`): Kafka (:func:`require_kafka`), ZooKeeper (:func:`require_zookeeper`), MongoDB
+(:func:`require_mongo`), instead of letting a client retry for half a minute and end in a traceback.
 :class:`FriendlyGroup` turns the connection errors of the client libraries that still escape a command into the same
-one line (exit code 1).
+one line (exit code 1), and keeps the libraries' own logging (kazoo's ``Connection dropped`` at every retry,
+kafka-python's and pymongo's warnings) off a command's output: one outage, one line. A long-running command
+(a monitor, a worker, the manager) configures logging itself and still logs them, once per outage.
+
+Exit codes: 0 done; 1 refused, failed or unreachable; 2 a usage error (click's); :data:`EXIT_UNCONFIRMED` (3) a
+request was sent and no answer came in time: it may still take effect (the message says how to check).
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import socket
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,6 +26,26 @@ from messaging.settings import Settings
 
 REACH_TIMEOUT = 3.0  # seconds for one TCP connect to a service
 HINT = "is it running? `crawlfleet up` starts the services on this host"
+EXIT_UNCONFIRMED = 3
+CLIENT_LIBRARIES = ("kazoo", "kafka", "pymongo", "redis", "urllib3")
+
+
+class Unconfirmed(click.ClickException):
+    """A request went out and no answer came in time: exit code :data:`EXIT_UNCONFIRMED`, not "failed"."""
+
+    exit_code = EXIT_UNCONFIRMED
+
+    def format_message(self) -> str:
+        return self.message
+
+
+def quiet_client_libraries(names: tuple[str, ...] = CLIENT_LIBRARIES) -> None:
+    """A null handler on each client library's logger: with no handler of its own, Python would print their
+    warnings (a retry each) to stderr; a command that configures logging still gets them through the root."""
+    for name in names:
+        library = logging.getLogger(name)
+        if not any(isinstance(handler, logging.NullHandler) for handler in library.handlers):
+            library.addHandler(logging.NullHandler())
 
 
 class Unreachable(click.ClickException):
@@ -51,6 +79,34 @@ def require_kafka(settings: Settings) -> None:
         raise Unreachable("Kafka", settings.kafka_bootstrap, "CRAWLFLEET_KAFKA_BOOTSTRAP", reasons[0])
 
 
+def require_zookeeper(settings: Settings) -> None:
+    """Raise :class:`Unreachable` unless one of the ZooKeeper servers accepts a connection."""
+    hosts = settings.zk_hosts.split("/", 1)[0]  # a chroot follows the host list
+    servers = [server for server in hosts.split(",") if server.strip()]
+    reasons = [reachable(server, 2181) for server in servers]
+    if servers and all(reasons):
+        raise Unreachable("ZooKeeper", settings.zk_hosts, "CRAWLFLEET_ZK_HOSTS", reasons[0])
+
+
+def require_mongo(settings: Settings) -> None:
+    """Raise :class:`Unreachable` unless the first MongoDB server of the URI accepts a connection."""
+    parts = urlsplit(settings.mongo_uri)
+    if parts.scheme == "mongodb+srv":
+        return  # DNS decides the servers: the client's own error says
+    servers = parts.netloc.rpartition("@")[2].split(",")
+    reasons = [reachable(server, 27017) for server in servers if server]
+    if reasons and all(reasons):
+        shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"  # never the credentials
+        raise Unreachable("MongoDB", shown, "CRAWLFLEET_MONGO_URI", reasons[0])
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error, without pymongo's topology description and timeouts."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = text.split(", Timeout:", 1)[0].split(", Topology Description:", 1)[0]
+    return re.sub(r"\s*\(configured timeouts:[^)]*\)", "", text)
+
+
 def _setting_of(exc: BaseException) -> tuple[str, str] | None:
     """(service, setting) when ``exc`` is a connection failure of one of the client libraries."""
     module = type(exc).__module__
@@ -70,6 +126,7 @@ class FriendlyGroup(click.Group):
     """A click group whose commands end with one line when a service is unreachable, not with a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        quiet_client_libraries()
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -79,5 +136,4 @@ class FriendlyGroup(click.Group):
             if found is None:
                 raise
             service, setting = found
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise click.ClickException(f"cannot reach {service} ({first_line}): check {setting}; {HINT}") from None
+            raise click.ClickException(f"cannot reach {service} ({one_line(exc)}): check {setting}; {HINT}") from None

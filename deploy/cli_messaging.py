@@ -2,7 +2,9 @@
 
 The request commands validate locally with the same schemas as the Kafka monitor (an immediate reason for a bad
 request), send to the incoming topic and, when they expect an answer, read the outbound topic from the end offsets
-taken before sending until the answer with their uuid arrives, or ``--timeout`` passes (exit code 1).
+taken before sending until the answer with their uuid arrives, or ``--timeout`` passes. A timeout is not a failure:
+the request is in Kafka and may still take effect, so the command says "sent; not confirmed yet", where the request
+waits and how to check (:mod:`deploy.cli_unconfirmed`), with exit code 3. Refused or failed: exit code 1.
 Human output is rich tables on stdout; ``--json`` prints the answers as JSON instead.
 """
 
@@ -14,11 +16,13 @@ import uuid as uuidlib
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from deploy.cli_errors import require_kafka
+from deploy.cli_errors import EXIT_UNCONFIRMED, Unconfirmed, require_kafka
+from deploy.cli_unconfirmed import how_to_check, unconfirmed_message
 from messaging import clients, modules
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.service import setup_logging
@@ -66,11 +70,12 @@ def redis_monitor() -> None:
 
 # --- asking ------------------------------------------------------------------------------------------------------
 def ask(request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-    """Validate, send, wait: the answer, or a ClickException (exit code 1) with the reason."""
+    """Validate, send, wait: the answer; a ClickException (exit code 1) when refused before sending, or
+    :class:`Unconfirmed` (exit code 3) when sent and not answered in time."""
     settings = load()
     request.setdefault("uuid", uuidlib.uuid4().hex)
     try:
-        parse_request(request, settings.max_message_bytes)
+        kind = parse_request(request, settings.max_message_bytes).kind
     except Rejected as rejection:
         raise click.ClickException(f"invalid request: {rejection.reason}") from None
     from messaging.kafka_monitor.monitor import topic_partitions
@@ -78,12 +83,13 @@ def ask(request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
     require_kafka(settings)
     clients.ensure_topics(settings, topic_partitions(settings))
     producer = clients.kafka_producer(settings)
+    wait = timeout if timeout is not None else settings.answer_timeout
     try:
         with AnswerWaiter(settings) as waiter:
             producer.send(settings.topic_incoming, request).get(timeout=30)
-            found = waiter.wait([request["uuid"]], timeout if timeout is not None else settings.answer_timeout)
-    except AnswerTimeout as exc:
-        raise click.ClickException(str(exc)) from None
+            found = waiter.wait([request["uuid"]], wait)
+    except AnswerTimeout:
+        raise Unconfirmed(unconfirmed_message(settings, kind, request, wait)) from None
     finally:
         producer.close(timeout=10)
     return found[request["uuid"]]
@@ -106,7 +112,18 @@ def _finish(result: dict[str, Any], as_json: bool, render: Any) -> None:
 def info(crawlid: str, userid: str, timeout: float | None, as_json: bool) -> None:
     """How far a crawl has got: pending, queued and leased tasks by domain and job, items stored."""
     result = ask({"action": "info", "userid": userid, "crawlid": crawlid}, timeout)
+    if result.get("status") == "ok" and _unknown(result):
+        if as_json:
+            click.echo(json.dumps(result, ensure_ascii=False, sort_keys=True))
+        raise click.ClickException(f"no crawl {crawlid}: neither Redis nor MongoDB knows it (a typo? `crawlfleet "
+                                   f"info` takes the crawlid of a submitted crawl)")
     _finish(result, as_json, _render_info)
+
+
+def _unknown(result: dict[str, Any]) -> bool:
+    """An info answer about nothing: no record, no task anywhere, no item stored."""
+    return not result.get("exists") and not any(result.get(n) for n in ("pending", "queued", "leased")) \
+        and not result.get("items_in_mongodb")
 
 
 def _render_info(result: dict[str, Any]) -> None:
@@ -167,22 +184,57 @@ def stats(module: str, userid: str, timeout: float | None, as_json: bool) -> Non
     _finish(result, as_json, _render_stats)
 
 
+WINDOW_NAMES = {"60": "1m", "300": "5m", "900": "15m", "3600": "1h", "86400": "24h", "lifetime": "total"}
+EXTRAS = {"seeds": "tasks in seeds", "workers": "workers registered", "managers": "managers"}
+
+
+def _window_name(window: str) -> str:
+    if window.startswith("step") and window[4:].isdigit():
+        return "hour" if window == "step3600" else f"{int(window[4:]) // 60}m period"
+    return WINDOW_NAMES.get(window, f"{window}s" if window.isdigit() else window)
+
+
+def _window_order(window: str) -> tuple[int, int]:
+    if window.isdigit():
+        return 0, int(window)
+    return (1, int(window[4:])) if window.startswith("step") and window[4:].isdigit() else (2, 0)
+
+
+def _running(module: str, data: dict[str, Any]) -> str:
+    """Where the module runs, in words: its live hosts, or that none beats."""
+    alive = data["alive"]
+    if not alive:
+        what = "no worker's heartbeat" if module == "crawler" else "no heartbeat"
+        return f"not running anywhere ({what} in Redis)"
+    hosts = []
+    for ip, entry in alive.items():
+        count = f"{entry['workers']} worker{'s' if entry['workers'] != 1 else ''} on " if "workers" in entry else ""
+        hosts.append(f"{count}{ip}" + (f" ({entry['host']})" if entry.get("host") else ""))
+    return "running: " + ", ".join(hosts)
+
+
 def _render_stats(result: dict[str, Any]) -> None:
+    windows_seen: set[str] = set()
     for module, data in result["modules"].items():
-        alive = ", ".join(f"{ip} ({entry['host']})" for ip, entry in data["alive"].items()) or "none"
-        extra = "".join(f"  {name} {data[name]}" for name in ("seeds", "workers", "managers") if name in data)
-        console.print(f"[bold]{module}[/]: alive on {alive}{extra}")
+        extra = "".join(f"; {EXTRAS[name]} {data[name]}" for name in EXTRAS if name in data)
+        console.print(f"[bold]{escape(module)}[/]: {escape(_running(module, data))}{escape(extra)}", highlight=False)
         if not data["plugins"]:
             continue
-        windows = sorted({w for counts in data["plugins"].values() for w in counts},
-                         key=lambda w: (0, int(w), "") if w.isdigit() else (1, 0, w))
-        table = Table()
-        table.add_column("plugin")
+        windows = sorted({w for counts in data["plugins"].values() for w in counts}, key=_window_order)
+        windows_seen.update(windows)
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("counted", overflow="fold")  # folded on a narrow terminal, never cut
         for window in windows:
-            table.add_column(f"{window}s" if window.isdigit() else window, justify="right")
+            name = _window_name(window)
+            width = max(len(name), *(len(str(c.get(window, ""))) for c in data["plugins"].values()))
+            table.add_column(name, justify="right", no_wrap=True, min_width=width)
         for plugin, counts in data["plugins"].items():
             table.add_row(plugin, *(str(counts.get(window, "")) for window in windows))
         console.print(table)
+    if windows_seen:
+        console.print("Columns: events in the last 1m, 5m, 15m, 1h, 24h (sliding windows); hour: since the top of "
+                      "this hour; total: since the counters began. The crawler's rows: responses by spider type and "
+                      "HTTP status (error: none came), and its other page counts.", highlight=False)
 
 
 @click.command("stop")
@@ -230,7 +282,8 @@ def _line(line: str) -> Any:
 @_json_option
 def submit(source: Any, wait: bool, timeout: float | None, as_json: bool) -> None:
     """Send requests from FILE (or - for stdin): JSON, a JSON array, or JSON lines; one line per request says what
-    came of it (accepted, duplicate, rejected with the reason). Exit 1 if any is rejected or unanswered."""
+    came of it (accepted, duplicate, rejected with the reason, or sent but not confirmed yet). Exit 1 if any is
+    rejected, else 3 if any is not confirmed within the timeout (it may still take effect)."""
     settings = load()
     outcomes: list[dict[str, Any]] = []
     valid: list[tuple[int, dict[str, Any]]] = []
@@ -248,8 +301,10 @@ def submit(source: Any, wait: bool, timeout: float | None, as_json: bool) -> Non
     if valid:
         _send(settings, valid, outcomes, wait, timeout if timeout is not None else settings.answer_timeout)
     _report_submit(outcomes, as_json)
-    if any(outcome["status"] not in ("sent", "accepted", "duplicate", "stored") for outcome in outcomes):
+    if any(outcome["status"] not in (*DONE, UNCONFIRMED) for outcome in outcomes):
         sys.exit(1)
+    if any(outcome["status"] == UNCONFIRMED for outcome in outcomes):
+        sys.exit(EXIT_UNCONFIRMED)
 
 
 def _send(settings: Any, valid: list[tuple[int, dict[str, Any]]], outcomes: list[dict[str, Any]], wait: bool,
@@ -277,8 +332,9 @@ def _send(settings: Any, valid: list[tuple[int, dict[str, Any]]], outcomes: list
         for number, request in valid:
             answer = found.get(request["uuid"])
             outcome = by_number[number]
-            if answer is None:
-                outcome["status"] = "no answer"
+            if answer is None:  # in Kafka all the same: it may take effect later
+                outcome["status"] = UNCONFIRMED
+                outcome["reason"] = f"no answer within {timeout:g}s: {how_to_check(outcome['kind'], request)}"
             elif answer.get("kind") != CRAWL and answer.get("status") == "ok":
                 outcome["status"] = "stored"
             else:
@@ -291,6 +347,10 @@ def _send(settings: Any, valid: list[tuple[int, dict[str, Any]]], outcomes: list
             waiter.close()
 
 
+DONE = ("sent", "accepted", "duplicate", "stored")
+UNCONFIRMED = "sent; not confirmed yet"
+
+
 def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         for outcome in outcomes:
@@ -301,7 +361,7 @@ def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
         counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
         what = " ".join(str(outcome[name]) for name in ("kind", "crawlid") if outcome.get(name))
         line = f"request {outcome['number']}: {outcome['status']}" + (f" ({what})" if what else "")
-        if outcome["status"] in ("sent", "accepted", "stored", "duplicate"):
+        if outcome["status"] in DONE:
             console.print(escape(line), highlight=False, soft_wrap=True)
         else:
             reason = outcome.get("reason", "no reason given")

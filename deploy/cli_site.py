@@ -9,14 +9,18 @@ the Redis monitor once ZooKeeper holds them; workers apply them within a second.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
+from deploy.cli_errors import require_zookeeper
 from deploy.cli_messaging import _finish, _json_option, _timeout_option, _user_option, ask, console
 from frontier.adaptive import AdaptiveDelay
 from frontier.robots_cache import RobotsCache, authority
 from messaging import clients, keys
+from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.domains import domain_of
 from messaging.settings import load
@@ -37,6 +41,7 @@ def site(context: click.Context, as_json: bool) -> None:
     if context.invoked_subcommand is not None:
         return
     settings = load()
+    require_zookeeper(settings)
     zk = clients.zk_client(settings)
     try:
         defaults = read_defaults(zk, SitePaths(settings.zk_root))
@@ -98,14 +103,41 @@ def site_blacklist(domain: str, remove: bool, userid: str, timeout: float | None
     _finish(ask(request, timeout), as_json, _render_site)
 
 
+def _has_port(host: str) -> bool:
+    return ":" in host.rsplit("]", 1)[-1]
+
+
+def _robots_hosts(redis: Any, domain: str, host: str) -> list[str]:
+    """The hosts (``name`` or ``name:port``) whose robots.txt is cached for what was asked: exactly ``host`` when it
+    names a port, else that host name on any port (the demo web and many sites serve on a port of their own)."""
+    exact = [host] if redis.exists(keys.robots(domain, host)) else []
+    if _has_port(host):
+        return exact
+    prefix = keys.robots(domain, host)
+    pattern = re.sub(r"([*?\[\]\\])", r"\\\1", prefix) + ":*"  # the host name as written, then any port
+    return exact + sorted(as_text(key)[len(prefix) - len(host):] for key in redis.scan_iter(match=pattern,
+                                                                                          count=1000))
+
+
+def _asked(text: str) -> tuple[str, str]:
+    """(host as asked, with its port if any; a URL for it) from ``news.example.com``, ``host:8080`` or a URL."""
+    parts = urlsplit(text if "://" in text else f"//{text}")
+    host = authority(f"http://{parts.netloc}/")
+    if not parts.hostname:
+        raise click.BadParameter(f"{text!r} is not a host name", param_hint="HOST")
+    return host, f"http://{host}/"
+
+
 @site.command("show")
 @click.argument("host")
 @_json_option
 def site_show(host: str, as_json: bool) -> None:
-    """What the workers apply to HOST's site now: rate, spacing, adaptive delay, robots.txt, block."""
+    """What the workers apply to HOST's site now: rate, spacing, adaptive delay, robots.txt, block. HOST may name a
+    port (robots.txt is per host and port); without one, the host's robots.txt on any port is shown."""
     settings = load()
-    url = f"http://{host}/"
+    host, url = _asked(host)
     domain = domain_of(url)
+    require_zookeeper(settings)
     zk = clients.zk_client(settings)
     redis = clients.redis_client(settings)
     try:
@@ -115,22 +147,28 @@ def site_show(host: str, as_json: bool) -> None:
         now = RedisClock(redis).now()
         blocked_until = int(redis.get(keys.block(domain)) or 0) / 1e6
         state = AdaptiveDelay(redis).state(domain)
-        robots = RobotsCache(redis, None).cached(url)
-        robots_ttl = redis.pttl(keys.robots(domain, authority(url)))
+        cache = RobotsCache(redis, None)
+        robots = {}
+        for cached_host in _robots_hosts(redis, domain, host):
+            rules = cache.cached(f"http://{cached_host}/")
+            ttl = redis.pttl(keys.robots(domain, cached_host))
+            if rules is not None:
+                robots[cached_host] = {"crawl_delay": rules.crawl_delay(settings.robotstxt_user_agent),
+                                       "expires_in": ttl / 1000 if ttl and ttl > 0 else None}
     finally:
         zk.stop()
         zk.close()
         redis.close()
     delay = state.delay if applied["adaptive"] else 0.0
     spacing = max(applied["spacing"] or 0.0, delay) if applied["rate"] else None
-    crawl_delay = robots.crawl_delay(settings.robotstxt_user_agent) if robots is not None else None
     shown = {
         "domain": domain, "host": host, "path": paths.site(domain), "effective": applied,
         "spacing_now": spacing,
         "adaptive": {"delay": state.delay, "latency": state.latency, "errors": state.errors,
                      "sampled_ago": now - state.at if state.at else None},
-        "robots": {"cached": robots is not None, "crawl_delay": crawl_delay,
-                   "expires_in": robots_ttl / 1000 if robots_ttl and robots_ttl > 0 else None},
+        "robots": {"cached": bool(robots), "hosts": robots,
+                   "crawl_delay": next((r["crawl_delay"] for r in robots.values()), None),
+                   "expires_in": next((r["expires_in"] for r in robots.values()), None)},
         "blocked_for": max(0.0, blocked_until - now) if blocked_until > now else None,
     }
     if as_json:
@@ -146,10 +184,13 @@ def site_show(host: str, as_json: bool) -> None:
                       f"in a row{ago})")
     else:
         console.print("  adaptive:  off")
-    if robots is None:
-        console.print(f"  robots:    not cached for {host} (fetched before the first page)")
-    else:
-        expires = f", expires in {robots_ttl / 1000:.0f} s" if robots_ttl and robots_ttl > 0 else ""
-        console.print(f"  robots:    cached{expires}; Crawl-delay {crawl_delay if crawl_delay else 'none'}")
+    if not robots:
+        anywhere = "" if _has_port(host) else " on any port"
+        console.print(f"  robots:    not cached for {host}{anywhere} (fetched before its first page)",
+                      highlight=False)
+    for cached_host, entry in robots.items():
+        expires = f", expires in {entry['expires_in']:.0f} s" if entry["expires_in"] else ""
+        console.print(f"  robots:    cached for {cached_host}{expires}; Crawl-delay "
+                      f"{entry['crawl_delay'] if entry['crawl_delay'] else 'none'}", highlight=False)
     blocked = shown["blocked_for"]
     console.print(f"  block:     {'none' if blocked is None else f'{blocked:.0f} s left (Retry-After)'}")

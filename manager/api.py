@@ -21,6 +21,7 @@ from twisted.web import http, resource, server
 from manager import charts, fleet
 from manager.console import LogApi
 from manager.export import CrawlExport
+from manager.gateway import UNCONFIRMED
 from manager.webservice import ApiError, JsonResource, write_json
 from messaging.clock import RedisClock
 from messaging.redis_monitor.plugins import Context
@@ -28,7 +29,7 @@ from messaging.redis_monitor.plugins.info import InfoPlugin
 
 DEFAULT_USER = "manager"
 STATUS_CODES = {"accepted": http.ACCEPTED, "duplicate": http.OK, "ok": http.OK, "rejected": http.BAD_REQUEST,
-                "error": http.GATEWAY_TIMEOUT}
+                "error": http.INTERNAL_SERVER_ERROR, UNCONFIRMED: http.ACCEPTED}  # sent, may still take effect
 
 
 def read_json(request: Any, limit: int) -> dict[str, Any]:

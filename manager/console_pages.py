@@ -9,8 +9,10 @@ from jinja2 import Environment
 from twisted.web import http, server
 
 from manager import console, sites
+from manager.gateway import UNCONFIRMED
 from manager.pages import Page, _form
 from manager.security import CsrfToken
+from messaging.siteconfig import Rate
 
 
 class SitesPage(Page):
@@ -31,7 +33,8 @@ class SitesPage(Page):
 
     def post(self, request: Any) -> Any:
         domain, action = _form(request, "domain"), _form(request, "action")
-        back = "/sites?" + urllib.parse.urlencode({"q": _form(request, "q") or domain})
+        kept = {name: _form(request, name) for name in ("q", "page") if _form(request, name)}
+        back = "/sites" + (f"?{urllib.parse.urlencode(kept)}" if kept else "")  # the list as it was shown
         if action not in self.ACTIONS:
             return self.redirect(request, back, f"unknown action {action!r}", "error")
         message: dict[str, Any] = {"action": action, "userid": "manager", "domain": domain}
@@ -43,12 +46,29 @@ class SitesPage(Page):
         except ValueError:
             return self.redirect(request, back, f"{domain}: hits and window must be numbers", "error")
         d = self.manager.in_thread(self.manager.gateway.ask, message, "site")
-        d.addCallback(lambda a: self.redirect(
-            request, back, f"{domain}: {action} {a.get('status')} {a.get('reason') or ''}".strip(),
-            "ok" if a.get("status") == "ok" else "error"))
+        d.addCallback(lambda answer: self.redirect(request, back, *outcome(domain, action, answer)))
         d.addErrback(lambda f: self.redirect(request, back, f"{domain}: {action} failed: {f.getErrorMessage()}",
                                              "error"))
         return server.NOT_DONE_YET
+
+
+DONE = {"rate": "rate set", "rate-remove": "own rate removed", "blacklist": "blacklisted",
+        "blacklist-remove": "off the blacklist"}
+
+
+def outcome(domain: str, action: str, answer: dict[str, Any]) -> tuple[str, str]:
+    """The flash after a site change: what applies now (the rate and its spacing), or why not, or that it was sent
+    and not confirmed yet (no answer in time: a Redis monitor may still apply it)."""
+    status = answer.get("status")
+    if status == "ok":
+        applied = answer.get("effective") or {}
+        rate = Rate(int(applied.get("rate") or 0), float(applied.get("window") or 1), int(applied.get("burst") or 1),
+                    bool(applied.get("adaptive")))
+        default = " (the default)" if applied.get("default") else ""
+        return f"{answer.get('domain') or domain}: {DONE[action]}; it applies {rate.describe()}{default}", "ok"
+    if status == UNCONFIRMED:
+        return f"{domain}: {action} {answer.get('reason')} (this page shows it once applied)", "info"
+    return f"{domain}: {action} {status}: {answer.get('reason') or 'no reason given'}", "error"
 
 
 class FleetPage(Page):

@@ -5,7 +5,9 @@ same schemas, limits and reasons), so a bad crawl is refused at once with its JS
 a ``uuid``, goes to the incoming topic, and the answer with that uuid is read from the outbound topic
 (:class:`messaging.answers.AnswerWaiter`, positioned before sending so no answer is missed): ``accepted`` /
 ``duplicate`` / ``rejected`` from the Kafka monitor for a crawl, the Redis monitor's answer for a stop or a
-site-config change. Blocking: the web layer calls :meth:`KafkaGateway.ask` in a thread.
+site-config change. No answer in time is :data:`UNCONFIRMED`, not an error: the request is in Kafka and a monitor may
+still carry it out (the pages say so; the API answers 202). Blocking: the web layer calls :meth:`KafkaGateway.ask`
+in a thread.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.settings import Settings
 from messaging.validation import Rejected, parse_request
 
+UNCONFIRMED = "unconfirmed"  # sent, no answer in time: neither done nor failed
 
 class KafkaGateway:
     def __init__(self, settings: Settings) -> None:
@@ -58,8 +61,9 @@ class KafkaGateway:
             with AnswerWaiter(self.settings) as waiter:
                 producer.send(self.settings.topic_incoming, data, key=data.get("crawlid")).get(timeout=30)
                 return waiter.wait([data["uuid"]], wait)[data["uuid"]]
-        except AnswerTimeout as exc:
-            return {"status": "error", "reason": f"sent, but {exc}", "uuid": data["uuid"]}
+        except AnswerTimeout as exc:  # in Kafka all the same: a monitor may still carry it out
+            return {"status": UNCONFIRMED, "reason": f"sent; not confirmed yet: {exc}; it may still take effect",
+                    "uuid": data["uuid"]}
 
     def close(self) -> None:
         with self._lock:

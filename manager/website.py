@@ -29,6 +29,7 @@ from manager import console, console_data, fleet
 from manager.api import api_root
 from manager.channel import Limits, ManagerChannel, ManagerRequest
 from manager.console_pages import FleetPage, LogViewPage, NotFoundPage, SitesPage
+from manager.gateway import UNCONFIRMED
 from manager.items import Items
 from manager.jobs import InvalidJob
 from manager.logs import Logs
@@ -209,7 +210,7 @@ class CrawlsPage(Page):
         d = self.manager.in_thread(self.manager.gateway.ask, message, "stop")
         d.addCallback(lambda a: self.redirect(request, back, f"stop {crawlid}: {a.get('status')} "
                                               f"{a.get('reason') or ''}".strip(),
-                                              "ok" if a.get("status") == "ok" else "error"))
+                                              {"ok": "ok", UNCONFIRMED: "info"}.get(a.get("status"), "error")))
         d.addErrback(lambda f: self.redirect(request, back, f"stop {crawlid} failed: {f.getErrorMessage()}",
                                              "error"))
         return server.NOT_DONE_YET

@@ -15,7 +15,7 @@ from typing import Any
 
 from kafka import TopicPartition
 
-from messaging import clients
+from messaging import clients, keys
 from messaging.kafka_monitor.batch import DUPLICATE as WAS_DUPLICATE
 from messaging.kafka_monitor.batch import ENQUEUED, REDELIVERED, Incoming
 from messaging.settings import Settings
@@ -89,6 +89,20 @@ def dead_letter_record(task: str, reason: str, crawlid: str = "", userid: str = 
         "original_bytes": len(task.encode("utf-8", "surrogatepass")),
         "truncated": len(task) > FAILED_EXCERPT,
     }
+
+
+STREAM_LOOKUP = 10_000  # entries of a request stream searched for an unanswered request
+
+
+def waiting_in_redis(redis: Any, kind: str, uuid: str) -> bool:
+    """Whether a request not answered yet has reached Redis (a Kafka monitor routed it to its kind's stream, where
+    it waits for a Redis monitor); False: it is still in Kafka, not read by a Kafka monitor yet. Request keys end
+    with the request's uuid (``messaging.keys``)."""
+    for _, fields in redis.xrange(keys.request_stream(kind), count=STREAM_LOOKUP):
+        key = fields.get(b"key") or fields.get("key") or b""
+        if (key.decode() if isinstance(key, bytes) else str(key)).endswith(f":{uuid}"):
+            return True
+    return False
 
 
 def partitions_of(consumer: Any, topic: str, timeout: float = 15.0) -> list[TopicPartition]:
