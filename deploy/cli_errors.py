@@ -35,8 +35,8 @@ class Unconfirmed(click.ClickException):
 
     exit_code = EXIT_UNCONFIRMED
 
-    def format_message(self) -> str:
-        return self.message
+    def show(self, file: Any = None) -> None:
+        click.echo(self.format_message(), err=True)  # not "Error: ": nothing failed
 
 
 def quiet_client_libraries(names: tuple[str, ...] = CLIENT_LIBRARIES) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from deploy.cli_errors import require_mongo
 from messaging import clients
 from messaging.export import BATCH, FORMATS, ExportError, export_to
 from messaging.settings import load
@@ -31,6 +32,7 @@ def export(crawlid: str, format_: str, output: Path | None, resume: bool, batch:
     """Export the items of crawl CRAWLID (its MongoDB collection in CRAWLFLEET_MONGO_DB)."""
     settings = load()
     output = output or Path(f"{crawlid}{_SUFFIX[format_]}" if format_ != "markdown-dir" else crawlid)
+    require_mongo(settings)
     client = clients.mongo_client(settings)
     try:
         database = client[settings.mongo_db]

@@ -187,10 +187,11 @@ def site_show(host: str, as_json: bool) -> None:
     if not robots:
         anywhere = "" if _has_port(host) else " on any port"
         console.print(f"  robots:    not cached for {host}{anywhere} (fetched before its first page)",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
     for cached_host, entry in robots.items():
         expires = f", expires in {entry['expires_in']:.0f} s" if entry["expires_in"] else ""
-        console.print(f"  robots:    cached for {cached_host}{expires}; Crawl-delay "
-                      f"{entry['crawl_delay'] if entry['crawl_delay'] else 'none'}", highlight=False)
+        delay = f"{entry['crawl_delay']:g}" if entry["crawl_delay"] else "none"
+        console.print(f"  robots:    cached for {cached_host}{expires}; Crawl-delay {delay}", highlight=False,
+                      soft_wrap=True)
     blocked = shown["blocked_for"]
     console.print(f"  block:     {'none' if blocked is None else f'{blocked:.0f} s left (Retry-After)'}")

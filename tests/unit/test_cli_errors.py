@@ -13,7 +13,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from deploy.cli_errors import FriendlyGroup, Unreachable, reachable
+from deploy.cli_errors import FriendlyGroup, Unreachable, one_line, reachable
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -76,3 +76,62 @@ def test_demoweb_requests_without_a_demo_web_says_to_start_it(tmp_path):
     result = subprocess.run([sys.executable, "-m", "deploy.cli", "demoweb", "requests"], env=env, cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "crawlfleet up" in result.stderr and result.stdout == ""
+
+
+def test_a_client_librarys_retries_stay_off_a_commands_output():
+    @click.group(cls=FriendlyGroup)
+    def main() -> None:
+        pass
+
+    @main.command()
+    def retries() -> None:
+        import logging
+
+        for _ in range(13):  # what kazoo logs at each reconnection while ZooKeeper is away
+            logging.getLogger("kazoo.client").warning("Connection dropped: socket connection error: refused")
+        click.echo("done")
+
+    result = CliRunner().invoke(main, ["retries"])
+    assert result.exit_code == 0 and result.output == "done\n"
+
+
+def test_pymongos_error_is_cut_to_its_reason():
+    from pymongo.errors import ServerSelectionTimeoutError
+
+    error = ServerSelectionTimeoutError(
+        "127.0.0.1:27099: [Errno 111] Connection refused (configured timeouts: socketTimeoutMS: 20000.0ms, "
+        "connectTimeoutMS: 20000.0ms), Timeout: 10.0s, Topology Description: <TopologyDescription id: 1, "
+        "topology_type: Unknown, servers: [<ServerDescription ('127.0.0.1', 27099) server_type: Unknown>]>")
+    assert one_line(error) == "127.0.0.1:27099: [Errno 111] Connection refused"
+
+
+def test_where_an_unanswered_request_waits_is_said_even_with_redis_away(tmp_path):
+    from deploy.cli_unconfirmed import unconfirmed_message
+    from messaging.settings import load
+
+    settings = load({"CRAWLFLEET_RUN_DIR": str(tmp_path), "CRAWLFLEET_REDIS_URL": f"redis://127.0.0.1:{closed_port()}"})
+    text = unconfirmed_message(settings, "site", {"uuid": "u1", "domain": "a.com", "action": "rate"}, 5)
+    assert text.startswith("sent; not confirmed yet: no answer within 5s (request u1).")
+    assert "Redis is unreachable" in text and "`crawlfleet site show a.com`" in text
+
+
+def test_stats_are_explained_and_never_cut(monkeypatch):
+    from rich.console import Console
+
+    import deploy.cli_messaging as messaging
+
+    narrow = Console(width=50, record=True, force_terminal=False)
+    monkeypatch.setattr(messaging, "console", narrow)
+    plugins = {"universal:200": {"60": 10, "300": 12, "step3600": 50, "lifetime": 100},
+               "robots_noindex_and_a_long_name": {"60": 1, "lifetime": 2}}
+    messaging._render_stats({"modules": {
+        "kafka-monitor": {"alive": {}, "plugins": {"crawl": {"60": 1, "lifetime": 5}}},
+        "crawler": {"alive": {"10.0.0.1": {"host": "h1", "expires_in": 9, "workers": 2}}, "seeds": 4, "workers": 2,
+                    "plugins": plugins}}})
+    text = narrow.export_text()
+    words = " ".join(text.split())
+    assert "alive on" not in text and "step3600" not in text and "…" not in text  # nothing cut
+    assert "kafka-monitor: not running anywhere (no heartbeat in Redis)" in words
+    assert "crawler: running: 2 workers on 10.0.0.1 (h1); tasks in seeds 4" in words
+    assert "hour: since the top of this hour" in words
+    assert "robots_noindex_and_a_lo" in text and "ng_name" in text  # folded onto the next line, not cut
