@@ -6,6 +6,7 @@ Blocking reads (Redis, ZooKeeper, MongoDB, a TCP connect): the pages call these 
 from __future__ import annotations
 
 import socket
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -170,12 +171,15 @@ def _reason_row(reason: str, meaning: str, count: int, detail: bool = False) -> 
     return {"reason": reason, "meaning": meaning, "count": int(count), "detail": detail}
 
 
-def _cumulative(per_minute: list[tuple[str, int]]) -> list[dict[str, Any]]:
+def _cumulative(per_minute: list[tuple[str, int]], now: datetime | None = None) -> list[dict[str, Any]]:
+    """Items per minute and in total; the current minute, not over yet, is marked ``partial`` (the chart draws it
+    apart: a full minute's line would dip to it)."""
+    current = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M")  # fetched_at is UTC, to the second
     total = 0
     points = []
     for minute, count in per_minute:
         total += count
-        points.append({"minute": minute, "items": count, "total": total})
+        points.append({"minute": minute, "items": count, "total": total, "partial": minute >= current})
     return points
 
 

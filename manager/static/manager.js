@@ -1,6 +1,17 @@
 // crawlfleet manager: confirmations, live page parts, and the Submit page's rule check.
 "use strict";
 
+// Charts: a distinct colour for every series (a palette of 20, then golden-angle hues), and the legend showing the
+// latest values whenever the pointer is not on the chart (uPlot shows "--" there by itself).
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+                 "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
+                 "#756bb1", "#636363"];
+window.crawlfleetColor = (i) => (i < PALETTE.length ? PALETTE[i] : `hsl(${(i * 137.508) % 360}, 70%, 40%)`);
+function showLatest(u) {
+  if (u.cursor.idx == null && u.data[0].length) u.setLegend({ idx: u.data[0].length - 1 });
+}
+window.crawlfleetLatestInLegend = { ready: [showLatest], setData: [showLatest], setCursor: [showLatest] };
+
 // A form with data-confirm asks first (Stop buttons).
 document.addEventListener("submit", (event) => {
   const form = event.target;

@@ -3,17 +3,19 @@
 "use strict";
 (function () {
   const KEEP = 600;  // points per series: two hours of history and the live points since
-  const COLORS = ["#1f6fd1", "#2e9d57", "#d33", "#e69a00", "#8a4fd1", "#0aa", "#c4c", "#666"];
   const charts = { pages: { id: "chart-pages", names: [], rows: [[]], plot: null },
+                   other: { id: "chart-other", names: [], rows: [[]], plot: null },
                    queues: { id: "chart-queues", names: ["seeds", "queued", "leased"], rows: [[], [], [], []], plot: null } };
   window.crawlfleetCharts = charts;  // the browser test reads the points
+  const color = window.crawlfleetColor;  // manager.js: a distinct colour for every series of a chart
 
   function build(chart) {
     const element = document.getElementById(chart.id);
     if (chart.plot) chart.plot.destroy();
-    const series = [{}].concat(chart.names.map((name, i) => ({ label: name, stroke: COLORS[i % COLORS.length], width: 2 })));
+    const series = [{}].concat(chart.names.map((name, i) => ({ label: name, stroke: color(i), width: 2 })));
     chart.plot = new uPlot({ width: Math.min(720, window.innerWidth - 60), height: 260, series: series,
-                             axes: [{}, { size: 50 }], scales: { x: { time: true } } }, chart.rows, element);
+                             axes: [{}, { size: 50 }], scales: { x: { time: true } },
+                             hooks: window.crawlfleetLatestInLegend }, chart.rows, element);
   }
 
   function add(chart, time, values) {
@@ -45,11 +47,21 @@
     }
   }
 
-  function pagesOf(perMinute) {
+  // HTTP statuses (and "error": no response) go to the status chart; the crawler's other page counts (rendered,
+  // static, robots noindex, metadata broken…) to their own
+  const isStatus = (status) => /^[0-9]{3}$/.test(status) || status === "error";
+
+  function pagesOf(perMinute, statuses) {
     const pages = {};
-    for (const [type, statuses] of Object.entries(perMinute))
-      for (const [status, count] of Object.entries(statuses)) pages[type + " " + status] = count;
+    for (const [type, counts] of Object.entries(perMinute))
+      for (const [status, count] of Object.entries(counts))
+        if (isStatus(status) === statuses) pages[type + " " + status] = count;
     return pages;
+  }
+
+  function addPages(time, perMinute) {
+    add(charts.pages, time, pagesOf(perMinute, true));
+    add(charts.other, time, pagesOf(perMinute, false));
   }
 
   async function preload() {
@@ -58,7 +70,7 @@
       const data = await answer.json();
       if (data.status !== "ok") return;
       for (const point of data.history) {
-        add(charts.pages, point.time, pagesOf(point.pages_per_minute));
+        addPages(point.time, point.pages_per_minute);
         add(charts.queues, point.time, { seeds: point.seeds, queued: point.queued, leased: point.leased });
       }
     } catch (e) {
@@ -71,7 +83,7 @@
       const answer = await fetch("/api/stats", { credentials: "same-origin" });
       const data = await answer.json();
       if (data.status !== "ok") throw new Error(data.message);
-      add(charts.pages, data.time, pagesOf(data.pages_per_minute));
+      addPages(data.time, data.pages_per_minute);
       add(charts.queues, data.time, { seeds: data.seeds, queued: data.queued, leased: data.leased });
       workers(data.workers);
       document.getElementById("updated").textContent = "updated " + new Date(data.time * 1000).toLocaleTimeString();

@@ -58,6 +58,12 @@ def test_watch_a_crawl_export_it_follow_a_log_and_edit_a_site(fleet: Any, procs:
              "stored items in the item browser, without a reload", interval=0.5)
     wait_for(lambda: browser.execute_script("return window.crawlfleetProgress.rows[2].slice(-1)[0] || 0") >= 2, 30,
              "the progress chart's total")
+    points, rows = browser.execute_script("return [JSON.parse(document.getElementById('progress-data').textContent),"
+                                          " window.crawlfleetProgress.rows]")
+    if points[-1]["partial"]:  # the current minute: drawn apart, never as a full minute's dip
+        assert rows[1][-1] is None and rows[3][-1] == points[-1]["items"], rows
+    else:
+        assert rows[1][-1] == points[-1]["items"] and set(rows[3]) == {None}, rows
     assert browser.execute_script("return window.notReloaded === true")
     shot(browser, "console-1-crawl-live")
     errors += console_errors(browser)
@@ -110,7 +116,7 @@ def test_watch_a_crawl_export_it_follow_a_log_and_edit_a_site(fleet: Any, procs:
     errors += console_errors(browser)
 
     # Sites: the crawled site's rate, edited on the page, is in ZooKeeper
-    browser.get(f"{manager.url}/sites?q=news.fleet.test")
+    browser.get(f"{manager.url}/sites")  # the whole list: after the edit it is still the whole list
     form = find(By.CSS_SELECTOR, "tr[data-domain='news.fleet.test'] form.rate-form")
     hits, window = form.find_element(By.NAME, "hits"), form.find_element(By.NAME, "window")
     hits.clear()
@@ -119,7 +125,9 @@ def test_watch_a_crawl_export_it_follow_a_log_and_edit_a_site(fleet: Any, procs:
     window.send_keys("10")
     form.find_element(By.CSS_SELECTOR, "button.set-rate").click()
     wait_for(lambda: browser.find_elements(By.ID, "message"), 60, "the answer to the rate change")
-    assert "rate ok" in find(By.ID, "message").text, find(By.ID, "message").text
+    assert "news.fleet.test: rate set; it applies 7 per 10 s (one every 1.42857 s)" in find(By.ID, "message").text, \
+        find(By.ID, "message").text  # what applies now, not a bare "ok"
+    assert "q=" not in browser.current_url and find(By.ID, "q").get_attribute("value") == ""  # not filtered
     config = read_site(fleet.cf.zk(), SitePaths(fleet.cf.settings.zk_root), "news.fleet.test")
     assert (config.rate, config.window) == (7, 10.0)
     wait_for(lambda: "7 per 10 s" in find(By.CSS_SELECTOR, "tr[data-domain='news.fleet.test'] td.rate").text, 30,

@@ -8,6 +8,7 @@ screenshots: :mod:`tests.plugins.browser`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,16 @@ def test_start_submit_watch_and_stop_from_the_pages(fleet: Any, procs: Processes
 
     wait_for(chart_moved, WAIT, "pages per minute above zero on the Stats chart")
     wait_for(lambda: find(By.CSS_SELECTOR, f"#workers tr[data-job='{job}']"), 30, "the worker in the table")
+    names = browser.execute_script("return window.crawlfleetCharts.pages.names")
+    assert names and all(re.fullmatch(r"\S+ ([0-9]{3}|error)", name) for name in names), names  # statuses only
+    for chart in ("chart-pages", "chart-queues"):  # a colour per series, and the latest values without hovering
+        markers = browser.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map(m => getComputedStyle(m).borderColor)",
+            f"#{chart} .u-legend .u-series:not(:first-child) .u-marker")
+        assert markers and len(set(markers)) == len(markers), (chart, markers)
+        values = [e.text for e in browser.find_elements(By.CSS_SELECTOR,
+                                                        f"#{chart} .u-legend .u-series:not(:first-child) .u-value")]
+        assert values and "--" not in values, (chart, values)
     shot(browser, "5-stats")
 
     fleet.wait_finished(["pages-news"], WAIT)
