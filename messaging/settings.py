@@ -80,6 +80,10 @@ define("CRAWLFLEET_HOSTS_FILE", "",
 define("CRAWLFLEET_NODE_NAME", "", "Name this host reports in API envelopes and registries (default: hostname).",
        group="local")
 define("CRAWLFLEET_LOG_LEVEL", "INFO", "Log level of crawlfleet's long-running processes.", group="local")
+define("CRAWLFLEET_DEMOWEB_ADDRESSES", "127.0.0.11",
+       "First loopback address of the demo web: its sites take 16 consecutive addresses from it (a site per "
+       "address; the changing site the 16th). A second demo web on one machine needs a range of its own, e.g. "
+       "127.0.1.11.", group="local")
 
 # local run: the fleet's supervisor (deploy/supervisor.py, started by `crawlfleet up`)
 define("CRAWLFLEET_SUPERVISE_INTERVAL", 5.0,

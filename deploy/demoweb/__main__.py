@@ -20,6 +20,7 @@ from deploy.demoweb import sites as demo_sites
 from deploy.demoweb.resources import make_site
 from deploy.demoweb.router import Router
 from deploy.procs import free_port
+from messaging.settings import load
 
 log = logging.getLogger("deploy.demoweb")
 
@@ -33,6 +34,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slow-seconds", type=float, default=demo_sites.DEFAULT_SLOW_SECONDS,
                         help="delay of the slow page /live/")
     parser.add_argument("--seed", default=demo_sites.DEFAULT_SEED, help="seed of the generated content")
+    parser.add_argument("--first-ip", default=None,
+                        help="first of the sites' addresses (default: CRAWLFLEET_DEMOWEB_ADDRESSES)")
     return parser.parse_args(argv)
 
 
@@ -48,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s",
                         stream=sys.stdout)
-    sites = demo_sites.build_sites(args.pages, args.seed)
+    sites = demo_sites.build_sites(args.pages, args.seed, args.first_ip or load().demoweb_addresses)
     port = args.port or free_port(sites[0].ip)
     started = time.monotonic()
     router = Router(sites, port=port, pages=args.pages, seed=args.seed, static=args.static,

@@ -44,7 +44,8 @@ from deploy.demoweb.text import ENGLISH
 
 log = logging.getLogger("deploy.demoweb.changing")
 CHANGING_NAME = f"changing.{DOMAIN}"
-CHANGING_IP = "127.0.0.26"  # a process of its own, beside the demo web (robots hosts 16-24, apps 25)
+CHANGING_IP = "127.0.0.26"  # a process of its own, the demo web's 16th address (its default range)
+CHANGING_OFFSET = 15  # from CRAWLFLEET_DEMOWEB_ADDRESSES
 STATE_PATH = "/_changing/state.json"
 RATES = (4.0, 1.0, 0.25, 0.0, 0.0, 0.0)  # changes per site hour, by article number % 6
 SITE_EPOCH = 1_767_225_600  # the site's time 0 as an HTTP date: 2026-01-01T00:00:00Z
@@ -228,6 +229,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scale", type=float, default=120.0, help="site seconds per real second")
     parser.add_argument("--initial", type=int, default=24, help="articles at the start")
     parser.add_argument("--publish-every", type=float, default=900.0, help="site seconds between new articles")
+    parser.add_argument("--ip", default=CHANGING_IP, help="its loopback address")
     return parser.parse_args(argv)
 
 
@@ -243,9 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     site = ChangingSite(args.seed, args.scale, args.initial, args.publish_every)
     factory = server.Site(make_resource(site))
     factory.log = lambda _request: None  # the site counts what it answers itself
-    reactor.listenTCP(args.port, factory, interface=CHANGING_IP)
-    write_hosts_file(args.run_dir / "hosts", f"{CHANGING_IP}\t{CHANGING_NAME}\n")
-    log.info("%s on http://%s:%d/ (scale %g)", CHANGING_NAME, CHANGING_IP, args.port, args.scale)
+    reactor.listenTCP(args.port, factory, interface=args.ip)
+    write_hosts_file(args.run_dir / "hosts", f"{args.ip}\t{CHANGING_NAME}\n")
+    log.info("%s on http://%s:%d/ (scale %g)", CHANGING_NAME, args.ip, args.port, args.scale)
     reactor.run()
     return 0
 
@@ -255,18 +257,22 @@ def start_changing(run_dir: Path, *, seed: str = "crawlfleet", scale: float = 12
     """Run the changing site in the background until :func:`stop_changing`; its status (pid, port, url,
     hosts_file, scale)."""
     from deploy.demoweb.runner import PROJECT_ROOT, fetch
+    from deploy.demoweb.sites import address
     from deploy.procs import free_port, spawn, stop_pid, wait_for
+    from messaging.settings import load
 
+    ip = address(load().demoweb_addresses, CHANGING_OFFSET)
     run_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port(CHANGING_IP)
+    port = free_port(ip)
     hosts_file = run_dir / "hosts"
     hosts_file.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "deploy.demoweb.changing", "--run-dir", str(run_dir), "--port", str(port),
-            "--seed", seed, "--scale", str(scale), "--initial", str(initial), "--publish-every", str(publish_every)]
+            "--seed", seed, "--scale", str(scale), "--initial", str(initial), "--publish-every", str(publish_every),
+            "--ip", ip]
     proc = spawn(argv, log_path=run_dir / "changing.log", cwd=PROJECT_ROOT)
 
     def answers() -> bool:
-        status, _, _ = fetch(CHANGING_IP, port, CHANGING_NAME, STATE_PATH, timeout=1.0)
+        status, _, _ = fetch(ip, port, CHANGING_NAME, STATE_PATH, timeout=1.0)
         return status == 200 and hosts_file.exists()
 
     try:
@@ -276,7 +282,7 @@ def start_changing(run_dir: Path, *, seed: str = "crawlfleet", scale: float = 12
         stop_pid(proc.pid)
         raise
     return {"pid": proc.pid, "port": port, "url": f"http://{CHANGING_NAME}:{port}/", "hosts_file": str(hosts_file),
-            "scale": scale, "ip": CHANGING_IP, "name": CHANGING_NAME}
+            "scale": scale, "ip": ip, "name": CHANGING_NAME}
 
 
 def stop_changing(status: dict[str, Any]) -> None:

@@ -33,6 +33,7 @@ Each host records what it answered when (``[time, path, status]``, server clock 
 from __future__ import annotations
 
 import functools
+import ipaddress
 import threading
 import time
 from collections import deque
@@ -212,6 +213,8 @@ def huge_robots() -> bytes:
     return bytes(body)
 
 
-def robots_hosts() -> tuple[RobotsHost, ...]:
+def robots_hosts(first_ip: str = "127.0.0.16") -> tuple[RobotsHost, ...]:
+    """The robots hosts, on consecutive addresses from ``first_ip``."""
     kinds = ("moved", "away", "files", "down", "groups", "meta", "slow", "huge", "loop")
-    return tuple(RobotsHost(kind, f"127.0.0.{16 + n}") for n, kind in enumerate(kinds))
+    first = ipaddress.IPv4Address(first_ip)
+    return tuple(RobotsHost(kind, str(first + n)) for n, kind in enumerate(kinds))

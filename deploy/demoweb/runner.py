@@ -23,7 +23,7 @@ from deploy.demoweb.router import MANIFEST_PATH
 from deploy.demoweb.sites import DEFAULT_PAGES, DEFAULT_SEED, DEFAULT_SLOW_SECONDS, base_url, build_sites
 from deploy.procs import free_port, pid_alive, port_free, spawn, stop_pid, wait_for
 from deploy.state import update_state
-from messaging.settings import read_state
+from messaging.settings import load, read_state
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 15.0
@@ -63,24 +63,30 @@ def start_demoweb(
     timeout: float | None = None,
     slow_seconds: float = DEFAULT_SLOW_SECONDS,
     seed: str = DEFAULT_SEED,
+    first_ip: str | None = None,
 ) -> dict[str, Any]:
     """Start the demo web in the background, wait (bounded) until it answers, record it; returns its status.
 
-    ``timeout`` defaults to 15 s, plus the time static mode needs to pre-render its pages.
+    ``timeout`` defaults to 15 s, plus the time static mode needs to pre-render its pages. ``first_ip``: the first
+    of the demo web's addresses (default: CRAWLFLEET_DEMOWEB_ADDRESSES).
     """
     run_dir = Path(run_dir)
     current = demoweb_status(run_dir)
     if current["running"]:
         raise DemoWebError(f"the demo web already runs (pid {current['pid']}, port {current['port']}); "
                            "stop it first")
-    sites = build_sites(pages, seed)
-    port = port or free_port(sites[0].ip)
+    first_ip = first_ip or load().demoweb_addresses
+    try:
+        sites = build_sites(pages, seed, first_ip)
+    except ValueError as exc:
+        raise DemoWebError(str(exc)) from exc
+    port = port or common_free_port([site.ip for site in sites])
     hosts_file = run_dir / "hosts"
     hosts_file.unlink(missing_ok=True)  # the server writes it once it listens: its presence means "ready"
     log_path = run_dir / "logs" / "demoweb.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "deploy.demoweb", "--run-dir", str(run_dir), "--pages", str(pages),
-            "--port", str(port), "--slow-seconds", str(slow_seconds), "--seed", seed]
+            "--port", str(port), "--slow-seconds", str(slow_seconds), "--seed", seed, "--first-ip", first_ip]
     if static:
         argv.append("--static")
     if timeout is None:
@@ -110,6 +116,15 @@ def start_demoweb(
         hosts_file=str(hosts_file),
     )
     return demoweb_status(run_dir)
+
+
+def common_free_port(addresses: list[str], tries: int = 20) -> int:
+    """A port free on every one of ``addresses`` (the demo web listens on all of them with one port)."""
+    for _ in range(tries):
+        port = free_port(addresses[0])
+        if all(port_free(port, ip) for ip in addresses[1:]):
+            return port
+    raise DemoWebError(f"no port free on every address {addresses[0]} .. {addresses[-1]}")
 
 
 def stop_demoweb(run_dir: str | os.PathLike[str], timeout: float = 10.0) -> bool:

@@ -11,6 +11,7 @@ Article ids grow with publication time; list pages show the newest first, ``per_
 
 from __future__ import annotations
 
+import ipaddress
 import random
 import re
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from deploy.demoweb.robotsweb import RobotsHost
 
 DOMAIN = "fleet.test"
+DEFAULT_FIRST_IP = "127.0.0.11"  # CRAWLFLEET_DEMOWEB_ADDRESSES' default
+ADDRESSES = 16  # taken from the first one: 4 content sites, the hostile one, 9 robots hosts, apps, changing
 DEFAULT_PAGES = 300
 DEFAULT_SEED = "crawlfleet"
 DEFAULT_SLOW_SECONDS = 3.0
@@ -245,11 +248,25 @@ def base_url(name: str, port: int) -> str:
     return f"http://{name}:{port}/"
 
 
-def build_sites(pages: int = DEFAULT_PAGES,
-                seed: str = DEFAULT_SEED) -> tuple[Site | HostileSite | RobotsHost, ...]:
+def address(first_ip: str, offset: int) -> str:
+    """The demo web's ``offset``-th loopback address from ``first_ip`` (CRAWLFLEET_DEMOWEB_ADDRESSES): all of its
+    :data:`ADDRESSES` must be loopback addresses."""
+    try:
+        first = ipaddress.IPv4Address(first_ip.strip())
+    except ValueError as exc:
+        raise ValueError(f"CRAWLFLEET_DEMOWEB_ADDRESSES: {first_ip!r} is not an IPv4 address") from exc
+    if not (first.is_loopback and (first + ADDRESSES - 1).is_loopback):
+        raise ValueError(f"CRAWLFLEET_DEMOWEB_ADDRESSES: {first_ip} .. {first + ADDRESSES - 1} must all be loopback "
+                         f"addresses (127.0.0.0/8)")
+    return str(first + offset)
+
+
+def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED,
+                first_ip: str = DEFAULT_FIRST_IP) -> tuple[Site | HostileSite | RobotsHost, ...]:
     """The demo web: ``pages`` articles on each content site (the trap site: a tenth of that, at least 5), then
     the hostile site (``deploy.demoweb.hostile``), the robots hosts (``deploy.demoweb.robotsweb``) and the
-    client-rendered site (``deploy.demoweb.spa``), which are no :class:`Site` and come last."""
+    client-rendered site (``deploy.demoweb.spa``), which are no :class:`Site` and come last; their addresses are
+    consecutive from ``first_ip`` (the changing site, a process of its own, takes the 16th)."""
     # They build on this module: imported when the sites are built.
     from deploy.demoweb.hostile import HostileSite
     from deploy.demoweb.robotsweb import robots_hosts
@@ -258,26 +275,27 @@ def build_sites(pages: int = DEFAULT_PAGES,
     if pages < 1:
         raise ValueError(f"pages must be positive, not {pages}")
     common = {"seed": seed}
+    ip = [address(first_ip, n) for n in range(ADDRESSES)]
     return (
-        Site(f"news.{DOMAIN}", "127.0.0.11", "Fleet Daily News", ENGLISH, "utf-8",
+        Site(f"news.{DOMAIN}", ip[0], "Fleet Daily News", ENGLISH, "utf-8",
              (("world", "World"), ("politics", "Politics"), ("business", "Business"), ("tech", "Technology")),
              "blog", 10, pages, theme=Theme("article-title", "article-body", "news-list", "byline"),
              **common),
-        Site(f"china.{DOMAIN}", "127.0.0.12", "舰队新闻网", CHINESE, "gbk",
+        Site(f"china.{DOMAIN}", ip[1], "舰队新闻网", CHINESE, "gbk",
              (("guonei", "国内"), ("guoji", "国际"), ("caijing", "财经"), ("keji", "科技"),
               ("shehui", "社会")),
              "cms", 15, pages, theme=Theme("main-title", "TRS_Editor", "list_con", "info"), **common),
-        Site(f"blog.{DOMAIN}", "127.0.0.13", "Fleet Notes", ENGLISH, "utf-8",
+        Site(f"blog.{DOMAIN}", ip[2], "Fleet Notes", ENGLISH, "utf-8",
              (("essays", "Essays"), ("notes", "Notes"), ("travel", "Travel")),
              "blog", 8, pages, theme=Theme("entry-title", "entry-content", "post-list", "entry-meta"),
              crawl_delay=2.0, **common),
-        Site(f"trap.{DOMAIN}", "127.0.0.14", "Fleet Events", ENGLISH, "utf-8",
+        Site(f"trap.{DOMAIN}", ip[3], "Fleet Events", ENGLISH, "utf-8",
              (("events", "Events"), ("venues", "Venues")),
              "blog", 10, max(5, pages // 10), theme=Theme("event-title", "event-body", "event-list", "meta"),
              calendar_home=True, **common),
-        HostileSite(),
-        *robots_hosts(),
-        ClientSite(seed),
+        HostileSite(ip=ip[4]),
+        *robots_hosts(ip[5]),
+        ClientSite(seed, ip=ip[14]),
     )
 
 

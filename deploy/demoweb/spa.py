@@ -77,7 +77,8 @@ class ClientSite:
     ip: str = SPA_IP
     manifest_section = "spa"
 
-    def __init__(self, seed: str = "fleet", stories: int = STORIES) -> None:
+    def __init__(self, seed: str = "fleet", stories: int = STORIES, ip: str = SPA_IP) -> None:
+        self.ip = ip
         self.seed = seed
         self.articles = stories  # the demo web's start-up log counts every site's pages
 

@@ -218,3 +218,22 @@ def test_plain_scrapy_crawls_a_site_by_name(demoweb, tmp_path):
     assert {item["ip"] for item in crawled} == {site["ip"]}
     assert all(item["title"] for item in crawled)
     assert "'robotstxt/request_count': 1" in log_text  # robots.txt was fetched (and obeyed) through the name
+
+
+def test_a_second_demo_web_on_its_own_address_range_starts_beside_the_first(demoweb, tmp_path):
+    from deploy.demoweb import DemoWebError
+
+    second = start_demoweb(tmp_path / "second", pages=5, first_ip="127.0.1.11")  # the session's runs meanwhile
+    try:
+        assert second["running"] and second["sites"][NEWS] == "127.0.1.11"
+        assert set(second["sites"].values()).isdisjoint(demoweb["sites"].values())
+        hosts = parse_hosts(Path(second["hosts_file"]).read_text())
+        assert hosts[NEWS] == "127.0.1.11" and hosts["apps.fleet.test"] == "127.0.1.25"
+        status, _, body = fetch("127.0.1.11", second["port"], NEWS, "/robots.txt")
+        assert status == 200 and b"User-agent" in body
+        status, _, _ = fetch(demoweb["sites"][NEWS], demoweb["port"], NEWS, "/robots.txt")
+        assert status == 200  # the first one still answers
+    finally:
+        stop_demoweb(tmp_path / "second")
+    with pytest.raises(DemoWebError, match="must all be loopback"):
+        start_demoweb(tmp_path / "third", pages=5, first_ip="10.0.0.1")
