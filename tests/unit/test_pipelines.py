@@ -326,9 +326,10 @@ def test_the_writer_upserts_one_document_per_canonical_url_and_tells_refusals_fr
     assert len(operations) == 1  # one upsert per URL: the newest fetch wins
     assert operations[0]._filter == {"url_key": "http://a.test/x?a=2&b=1"} and operations[0]._doc["n"] == 3
     assert operations[0]._upsert and "stored_at" in operations[0]._doc
-    assert db["c1"].indexes == [("url_key", True)] and db["c2"].indexes == [("url_key", True)]
+    indexes = [("url_key", True), ("job", False)]  # unique by URL; the job for the manager's /items/
+    assert db["c1"].indexes == indexes and db["c2"].indexes == indexes
     writer(batch[:1])
-    assert db["c1"].indexes == [("url_key", True)]  # once per collection
+    assert db["c1"].indexes == indexes  # once per collection
 
     too_big = BulkWriteError({"writeErrors": [{"index": 0, "code": 10334, "errmsg": "too large"}]})
     db["c1"].fail = too_big
