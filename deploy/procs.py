@@ -6,7 +6,6 @@ every child is stopped the same way: SIGTERM to its process group, a bounded wai
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import signal
@@ -14,8 +13,9 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TypeVar
+
+from messaging.processes import pid_alive as pid_alive  # the fleet's tools import it from here
 
 T = TypeVar("T")
 
@@ -78,29 +78,6 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
                 return False
             raise
         return True
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); reap it if it is ours.
-    with contextlib.suppress(ChildProcessError):
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-        if reaped == pid:
-            return False
-    return _state(pid) not in {"Z", "X"}
-
-
-def _state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "X"
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def spawn(

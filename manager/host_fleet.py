@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from messaging.processes import pid_alive
+
 STATE_FILE = "state.json"
 
 
@@ -37,16 +39,6 @@ def _records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return [p for p in fleet.get("processes", []) if p.get("role") == "worker" and p.get("job")]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _process_start(pid: int) -> float:
     """When a process started (Linux ``/proc``), 0.0 when unknown."""
     try:
@@ -63,7 +55,7 @@ def fleet_jobs(run_dir: str | os.PathLike[str], alive_only: bool = True) -> list
     jobs = []
     for record in _records(run_dir):
         pid = int(record.get("pid") or 0)
-        if alive_only and not (pid and _alive(pid)):
+        if alive_only and not (pid and pid_alive(pid)):
             continue
         started = float(record.get("started") or 0.0) or _process_start(pid)
         jobs.append(FleetJob(str(record["job"]), str(record.get("spider") or "list"), pid,

@@ -13,7 +13,6 @@ Only names made of safe segments are served: anything else (``..``, encoded slas
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
@@ -26,6 +25,7 @@ from twisted.web.util import redirectTo
 
 from manager import logstats
 from manager.security import SEGMENT, safe_log_file
+from manager.webservice import write_json
 
 LISTED_DEPTH = 2  # /logs/<project>/<spider>/ is the deepest directory
 TEXT = "text/plain; charset=utf-8"
@@ -188,21 +188,12 @@ class Logs(resource.Resource):
 
     @staticmethod
     def respond_json(request: Any, deferred: Any) -> Any:
-        def write(data: dict[str, Any]) -> None:
-            body = json.dumps(data, ensure_ascii=False).encode("utf-8")
-            request.setHeader(b"content-type", b"application/json; charset=utf-8")
-            request.setHeader(b"x-content-type-options", b"nosniff")
-            request.setHeader(b"content-length", str(len(body)).encode())
-            if request.method != b"HEAD":
-                request.write(body)
-            request.finish()
-
         def failed(failure: Any) -> None:
             request.setResponseCode(http.INTERNAL_SERVER_ERROR)
             request.setHeader(b"content-type", TEXT.encode())
             request.write(f"stats unavailable: {failure.getErrorMessage()}\n".encode())
             request.finish()
 
-        deferred.addCallbacks(write, failed)
+        deferred.addCallbacks(lambda data: write_json(request, data), failed)
         deferred.addErrback(lambda _: None)  # the client went away
         return server.NOT_DONE_YET
