@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from deploy.cli_errors import require_kafka
-from messaging import clients, modules
+from messaging import clients, modules, request_kinds
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.service import setup_logging
 from messaging.settings import load
@@ -68,6 +68,7 @@ def redis_monitor() -> None:
 def ask(request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
     """Validate, send, wait: the answer, or a ClickException (exit code 1) with the reason."""
     settings = load()
+    request_kinds.use_settings(settings)
     request.setdefault("uuid", uuidlib.uuid4().hex)
     try:
         parse_request(request, settings.max_message_bytes)
@@ -309,4 +310,4 @@ def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
     console.print(", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no requests")
 
 
-COMMANDS = (kafka_monitor, redis_monitor, submit, info, revisits, stats, stop)  # `site`: deploy.cli_site
+COMMANDS = (kafka_monitor, redis_monitor, revisits)  # the request kinds' commands: messaging.request_kinds

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from messaging import request_kinds
+
 PREFIX = "CRAWLFLEET_"
 
 
@@ -224,12 +226,10 @@ define("CRAWLFLEET_INCOMING_PARTITIONS", 4,
        "for the incoming topic; existing topics are left as they are).", group="messaging", parse=int)
 define("CRAWLFLEET_KAFKA_GROUP", "crawlfleet-kafka-monitor", "Consumer group of the Kafka monitors.",
        group="messaging")
-_KAFKA_PLUGINS = "messaging.kafka_monitor.plugins."
-define("CRAWLFLEET_KAFKA_MONITOR_PLUGINS",
-       ",".join(_KAFKA_PLUGINS + name for name in ("crawl.CrawlPlugin", "info.InfoPlugin", "stats.StatsPlugin",
-                                                    "zookeeper.ZookeeperPlugin", "stop.StopPlugin")),
-       "The Kafka monitor's plugin chain: dotted paths of plugin classes, comma-separated, in order. A request "
-       "passes through every plugin that handles its kind.", group="messaging")
+define("CRAWLFLEET_KAFKA_MONITOR_PLUGINS", request_kinds.kafka_plugins(),
+       "The Kafka monitor's plugin chain: dotted paths of plugin classes, comma-separated, in order (default: the "
+       "plugin of every request kind of ``messaging.request_kinds``). A request passes through every plugin that "
+       "handles its kind; the plugins of the kinds CRAWLFLEET_REQUEST_KINDS adds follow.", group="messaging")
 define("CRAWLFLEET_KAFKA_MONITOR_BATCH", 2000,
        "Records one poll of the Kafka monitor takes at most (validated, written to Redis in one pipeline, then "
        "committed).", group="messaging", parse=int)
@@ -249,11 +249,14 @@ define("CRAWLFLEET_CRAWL_TTL", 7 * 86400,
 define("CRAWLFLEET_REQUEST_TTL", 86400,
        "Seconds an info, stats, site-config or stop request waits in Redis for a Redis monitor before it expires.",
        group="messaging", parse=int)
-_REDIS_PLUGINS = "messaging.redis_monitor.plugins."
-define("CRAWLFLEET_REDIS_MONITOR_PLUGINS",
-       ",".join(_REDIS_PLUGINS + name for name in ("stop.StopPlugin", "zookeeper.ZookeeperPlugin", "info.InfoPlugin",
-                                                    "stats.StatsPlugin")),
-       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request.",
+define("CRAWLFLEET_REDIS_MONITOR_PLUGINS", request_kinds.redis_plugins(),
+       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request "
+       "(default: the answering plugin of every request kind of ``messaging.request_kinds``; those of the kinds "
+       "CRAWLFLEET_REQUEST_KINDS adds follow).", group="messaging")
+define("CRAWLFLEET_REQUEST_KINDS", "",
+       "Request kinds of your own, beside the built-in ones: dotted paths (``package.module:KIND``) of "
+       "``messaging.request_kinds.RequestKind`` entries, comma-separated. The monitors and the command line "
+       "recognise, validate, store, answer and ask them like the built-in kinds (docs/extending.md).",
        group="messaging")
 define("CRAWLFLEET_REDIS_MONITOR_INTERVAL", 1.0,
        "Seconds a Redis monitor's blocking read of the request streams waits for a request before it looks again "
