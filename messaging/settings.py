@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from messaging import request_kinds
+from messaging.settings_fields import SettingsFields
 
 PREFIX = "CRAWLFLEET_"
 
@@ -44,8 +45,19 @@ class Setting:
     parse: Callable[[str], Any] = str
     state_key: str | None = None  # the state-file field that supplies a default for a local run
 
+    @property
+    def attribute(self) -> str:
+        """Its attribute on :class:`Settings`: ``CRAWLFLEET_REDIS_URL`` -> ``redis_url``."""
+        return self.name[len(PREFIX):].lower()
+
+    @property
+    def type(self) -> type:
+        """The type of its value: what ``parse`` makes of a string (``str`` unless int, float or a boolean)."""
+        return _PARSED_TYPES.get(self.parse, str)
+
 
 SETTINGS: dict[str, Setting] = {}
+_PARSED_TYPES: dict[Callable[[str], Any], type] = {int: int, float: float, parse_bool: bool}
 
 
 def define(
@@ -146,6 +158,10 @@ define("CRAWLFLEET_MONGO_DB", "crawlfleet", "Database that holds the items (one 
 define("CRAWLFLEET_WORKER_IP", "",
        "Host IP identity: this host's address as crawled sites see it without a proxy (per-IP throttles). "
        "Default: the address of the interface that routes outwards.", group="worker")
+define("CRAWLFLEET_JOB", "",
+       "A worker's job id: its name in the registry and the prefix of its queues, never reused (``crawlfleet "
+       "worker --job``, the manager's job id, or ``-s CRAWLFLEET_JOB=…``). Default: "
+       "``<host>-<spider type>-<pid>-<random>``.", group="worker")
 
 # --- metrics -----------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_METRICS_PORT", 0,
@@ -537,12 +553,24 @@ define("CRAWLFLEET_PROXY_API_BIND", "127.0.0.1", "Address of ``crawlfleet proxie
 define("CRAWLFLEET_PROXY_API_PORT", 6801, "Port of ``crawlfleet proxies serve``.", group="proxy", parse=int)
 
 
-class Settings(Mapping[str, Any]):
-    """Resolved settings: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``."""
+class Settings(SettingsFields, Mapping[str, Any]):
+    """Resolved settings, immutable: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``.
+
+    Every declared setting is an attribute, typed in :class:`messaging.settings_fields.SettingsFields` (generated
+    from the registry by ``make readme``), so that a misspelt name or a wrong type fails ``make lint``.
+    """
+
+    _values: dict[str, Any]
+    _sources: dict[str, str]
 
     def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
-        self._values = dict(values)
-        self._sources = dict(sources)
+        object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "_sources", dict(sources))
+        for name, value in self._values.items():
+            object.__setattr__(self, name[len(PREFIX):].lower(), value)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"settings are read-only: {attr} (resolve new ones with messaging.settings.load)")
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -552,12 +580,6 @@ class Settings(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._values)
-
-    def __getattr__(self, attr: str) -> Any:
-        try:
-            return self._values[PREFIX + attr.upper()]
-        except KeyError:
-            raise AttributeError(attr) from None
 
     def source(self, name: str) -> str:
         """Where a value came from: ``env``, ``state`` or ``default``."""
@@ -590,8 +612,36 @@ def read_state(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:
-    """Resolve every declared setting from ``env`` (default: ``os.environ``), the state file and the defaults."""
-    env = os.environ if env is None else env
+    """Resolve every declared setting from ``env`` (default: ``os.environ``), the state file and the defaults.
+
+    Without ``env``, a process reads its settings once: the result is kept while the process's CRAWLFLEET_*
+    variables, the state file and the registry stay what they were (a local run's ``crawlfleet up`` rewrites the
+    state file; a test defines a setting), and resolved again when one of them changed.
+    """
+    if env is not None:
+        return _resolve(env)
+    variables = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith(PREFIX)))
+    run_dir = os.environ.get("CRAWLFLEET_RUN_DIR") or SETTINGS["CRAWLFLEET_RUN_DIR"].default
+    key = (variables, _state_version(run_dir), len(SETTINGS))
+    cached = _loaded.get(key)
+    if cached is None:
+        _loaded.clear()
+        cached = _loaded[key] = _resolve(os.environ)
+    return cached
+
+
+_loaded: dict[tuple[Any, ...], Settings] = {}
+
+
+def _state_version(run_dir: str) -> tuple[int, int] | None:
+    try:
+        stat = state_path(run_dir).stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _resolve(env: Mapping[str, str]) -> Settings:
     run_dir = env.get("CRAWLFLEET_RUN_DIR") or SETTINGS["CRAWLFLEET_RUN_DIR"].default
     state = read_state(run_dir)
     values: dict[str, Any] = {}
