@@ -22,6 +22,7 @@ from deploy.cli_manager import manager
 from deploy.cli_master import master
 from deploy.cli_messaging import COMMANDS as MESSAGING_COMMANDS
 from deploy.cli_proxies import proxies
+from deploy.cli_schedule import schedule
 from deploy.cli_services import env_command, services, settings_command
 from deploy.cli_worker import worker
 from messaging import request_kinds
@@ -40,6 +41,7 @@ main.add_command(settings_command)
 main.add_command(demoweb)
 for command in MESSAGING_COMMANDS:
     main.add_command(command)
+main.add_command(schedule)
 main.add_command(demo)
 main.add_command(master)
 main.add_command(worker)

@@ -44,6 +44,15 @@ class Setting:
     group: str
     parse: Callable[[str], Any] = str
     state_key: str | None = None  # the state-file field that supplies a default for a local run
+    secret: bool = False  # a password, a key or a URL that may carry a token: never shown whole (`shown`)
+
+    def shown(self, value: Any) -> str:
+        """The value as ``crawlfleet settings`` may print it: a secret is only said to be set (a URL keeps its
+        scheme, host and path, :func:`redact_url`)."""
+        text = str(value)
+        if not self.secret or not text:
+            return text
+        return redact_url(text) if "://" in text else "(set, hidden)"
 
     @property
     def attribute(self) -> str:
@@ -54,6 +63,21 @@ class Setting:
     def type(self) -> type:
         """The type of its value: what ``parse`` makes of a string (``str`` unless int, float or a boolean)."""
         return _PARSED_TYPES.get(self.parse, str)
+
+
+def redact_url(url: str) -> str:
+    """A URL without what may be a credential: user information and the query become ``***``, the fragment goes.
+    For logs and pages (a webhook URL often carries its token in the query)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = "***@" + netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
+    except ValueError:
+        return "(an unreadable URL)"
 
 
 SETTINGS: dict[str, Setting] = {}
@@ -68,13 +92,14 @@ def define(
     group: str,
     parse: Callable[[str], Any] = str,
     state_key: str | None = None,
+    secret: bool = False,
 ) -> Setting:
     """Declare a setting; every ``CRAWLFLEET_*`` variable that any component reads must be declared."""
     if not name.startswith(PREFIX):
         raise ValueError(f"setting names start with {PREFIX}: {name}")
     if name in SETTINGS:
         raise ValueError(f"setting declared twice: {name}")
-    setting = Setting(name, default, doc, group, parse, state_key)
+    setting = Setting(name, default, doc, group, parse, state_key, secret)
     SETTINGS[name] = setting
     return setting
 
@@ -123,7 +148,7 @@ define("CRAWLFLEET_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT",
 define("CRAWLFLEET_KAFKA_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with a SASL protocol).",
        group="kafka")
 define("CRAWLFLEET_KAFKA_SASL_USERNAME", "", "SASL user name.", group="kafka")
-define("CRAWLFLEET_KAFKA_SASL_PASSWORD", "", "SASL password.", group="kafka")
+define("CRAWLFLEET_KAFKA_SASL_PASSWORD", "", "SASL password.", group="kafka", secret=True)
 define("CRAWLFLEET_KAFKA_SSL_CAFILE", "", "CA bundle for SSL/SASL_SSL.", group="kafka")
 define("CRAWLFLEET_KAFKA_SSL_CERTFILE", "", "Client certificate for SSL.", group="kafka")
 define("CRAWLFLEET_KAFKA_SSL_KEYFILE", "", "Client key for SSL.", group="kafka")
@@ -332,6 +357,49 @@ define("CRAWLFLEET_REVISIT_INTERVAL", 0.5,
 define("CRAWLFLEET_REVISIT_BATCH", 1000, "Most due URLs of one crawl moved back to seeds per look.",
        group="master", parse=int)
 
+# --- master: schedules (issue 42; messaging/schedules.py, master/schedules.py) ------------------------------------
+define("CRAWLFLEET_SCHEDULE_INTERVAL", 1.0,
+       "Seconds between the leading master's looks at the schedules (``crawlfleet schedule``): a firing is up to "
+       "this late.", group="master", parse=float)
+define("CRAWLFLEET_SCHEDULE_GRACE", 3600.0,
+       "Seconds a schedule's due time may be missed (no master led then) and still fire, late, once; a due time "
+       "older than this when a leader looks is skipped, logged and counted as missed on the schedule.",
+       group="master", parse=float)
+define("CRAWLFLEET_SCHEDULE_HISTORY", 50,
+       "Firings (and skipped due times) kept per schedule for ``crawlfleet schedule show`` and the Schedules page.",
+       group="master", parse=int)
+
+# --- alerts: webhooks per crawl event (issue 42; messaging/notify.py, master/notifier.py) --------------------------
+define("CRAWLFLEET_NOTIFY_URL", "",
+       "Fleet-wide default receiver of crawl events (a JSON POST per event) for crawls whose request has no "
+       "``notify``. Empty: only crawls that ask are notified. Shown redacted (its query may hold a token).",
+       group="alerts", secret=True)
+define("CRAWLFLEET_NOTIFY_ON", "finished,failed,stalled,empty",
+       "Events the fleet-wide default receiver gets, comma-separated: ``finished``, ``failed`` (the start URL "
+       "failed, or every task was dead-lettered), ``stalled`` (no progress for CRAWLFLEET_STALL_AFTER), ``empty`` "
+       "(finished without items).", group="alerts")
+define("CRAWLFLEET_NOTIFY_SECRET", "",
+       "Key of the notifications' signature: header ``X-Crawlfleet-Signature: sha256=<hex>``, the HMAC-SHA256 of "
+       "the body (which holds the attempt's ``timestamp``, also sent as ``X-Crawlfleet-Timestamp``). Empty: "
+       "unsigned (logged once). Never logged or shown.", group="alerts", secret=True)
+define("CRAWLFLEET_NOTIFY_TIMEOUT", 10.0,
+       "Seconds one delivery attempt may take (connect and answer); a slower receiver counts as failed and is "
+       "tried again later.", group="alerts", parse=float)
+define("CRAWLFLEET_NOTIFY_ATTEMPTS", 12,
+       "Attempts per notification before it is given up (logged); a 4xx answer other than 408, 425 and 429 gives "
+       "up at once (the receiver refused it).", group="alerts", parse=int)
+define("CRAWLFLEET_NOTIFY_BACKOFF", 2.0,
+       "Seconds before the second attempt of a notification; each further wait doubles (a Retry-After answer "
+       "may ask for longer), up to CRAWLFLEET_NOTIFY_BACKOFF_MAX.", group="alerts", parse=float)
+define("CRAWLFLEET_NOTIFY_BACKOFF_MAX", 600.0, "Longest wait in seconds between two attempts of a notification.",
+       group="alerts", parse=float)
+define("CRAWLFLEET_NOTIFY_INTERVAL", 1.0,
+       "Seconds between the leading master's notifier passes (stall checks, due deliveries), on a thread of its "
+       "own: a slow receiver never holds back dispatch, heartbeats or the finisher.", group="alerts", parse=float)
+define("CRAWLFLEET_STALL_AFTER", 1800.0,
+       "Seconds a running crawl with work left may go without progress (its pages, failures and re-processings "
+       "counted) before its ``stalled`` event; one event per stall.", group="alerts", parse=float)
+
 # --- dedup: Bloom filter (frontier/bloom, spiders/dupefilter.py) ---------------------------------------------------
 define("CRAWLFLEET_BLOOM_NAMESPACE", "crawl",
        "Dedup scope: ``crawl`` (one filter per crawl id, expiring with the crawl; requests without a crawl id "
@@ -483,7 +551,7 @@ define("CRAWLFLEET_MANAGER_PORT", 6800, "Port of the manager's API and pages (sc
        parse=int)
 define("CRAWLFLEET_MANAGER_AUTH", "",
        "HTTP basic authentication of the manager, ``user:password`` (as scrapyd's username/password; scrapyd "
-       "clients send it). Empty: none, allowed on a loopback bind only.", group="manager")
+       "clients send it). Empty: none, allowed on a loopback bind only.", group="manager", secret=True)
 define("CRAWLFLEET_MANAGER_URL", "",
        "URL other managers and their pages use to reach this one (default: http://<bind address>:<port>, the "
        "host name when bound to every address).", group="manager")

@@ -87,6 +87,18 @@ class SettingsFields:
     finish_interval: float
     revisit_interval: float
     revisit_batch: int
+    schedule_interval: float
+    schedule_grace: float
+    schedule_history: int
+    notify_url: str
+    notify_on: str
+    notify_secret: str
+    notify_timeout: float
+    notify_attempts: int
+    notify_backoff: float
+    notify_backoff_max: float
+    notify_interval: float
+    stall_after: float
     bloom_namespace: str
     bloom_capacity: int
     bloom_crawl_capacity: int
