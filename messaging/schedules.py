@@ -10,8 +10,10 @@ crawl again, which the intake guard turns into a no-op.
 The cron expression is read by croniter: five fields (minute hour day-of-month month day-of-week, with croniter's
 ``@daily`` and the like), or six with a leading seconds field (as Quartz and Spring write it). Due times are computed
 in the schedule's time zone (``zoneinfo``; default UTC), so "0 3 * * *" in Europe/Berlin is 03:00 Berlin time in
-summer and winter alike, and a time that a daylight-saving change skips fires once, at the first minute after the
-gap. An expression that never comes due (``0 0 30 2 *``) is refused at entry, as is an unknown time zone.
+summer and winter alike; a time that a daylight-saving change skips fires once, at the first minute after the
+gap, and a time it repeats fires once too when the minute and hour are fixed (as Vixie cron: "30 2 * * *" fires at
+the first 02:30 only, "*/5 * * * *" every five minutes of real time). An expression that never comes due
+(``0 0 30 2 *``) is refused at entry, as is an unknown time zone.
 
 What this module holds is pure logic (names, expressions, due times, crawl ids) and the store (add, replace, pause,
 resume, remove, read), whose writes are one Lua call each (``messaging/lua/schedule_*.lua``).
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -82,24 +85,44 @@ def _iterator(cron: str, tz: str, after: float) -> croniter:
         raise InvalidSchedule(f"cron expression {cron!r}: {exc}") from None
 
 
+def _wall_clock_once(cron: str) -> bool:
+    """Whether a due time repeated by a daylight-saving change (02:30 twice in one autumn night) fires once: so for
+    an expression with a fixed minute and hour, as Vixie cron does; one whose minute or hour is a wildcard (``*``,
+    ``*/5``) runs by the real clock, through the repeated hour too."""
+    fields = cron.split()
+    minute_hour = fields[1:3] if len(fields) == 6 else fields[:2]
+    if len(fields) == 1:  # @daily, @weekly …: fixed; @hourly: the hour is a wildcard
+        return fields[0] not in ("@hourly",)
+    return not any(field.startswith("*") for field in minute_hour)
+
+
+def _dues(cron: str, tz: str, after: float) -> Iterator[float]:
+    """Due times strictly after ``after``, oldest first (endless, or until the expression has none left)."""
+    iterator = _iterator(cron, tz, after)
+    once = _wall_clock_once(cron)
+    where = zone(tz)
+    while True:
+        try:
+            due = float(iterator.get_next(float))
+        except CroniterBadDateError:
+            return
+        if once and datetime.fromtimestamp(due, where).fold == 1:
+            continue  # the second pass of a repeated wall-clock time
+        yield due
+
+
 def next_due(cron: str, tz: str, after: float) -> float:
     """The first due time strictly after ``after`` (seconds since the epoch)."""
-    try:
-        return float(_iterator(cron, tz, after).get_next(float))
-    except CroniterBadDateError:
-        raise InvalidSchedule(f"cron expression {cron!r} never comes due") from None
+    for due in _dues(cron, tz, after):
+        return due
+    raise InvalidSchedule(f"cron expression {cron!r} never comes due")
 
 
 def due_times(cron: str, tz: str, after: float, until: float, limit: int = DUE_LIMIT) -> list[float]:
     """Due times in ``(after, until]``, oldest first, at most ``limit``."""
     found: list[float] = []
-    iterator = _iterator(cron, tz, after)
-    while len(found) < limit:
-        try:
-            due = float(iterator.get_next(float))
-        except CroniterBadDateError:
-            break
-        if due > until:
+    for due in _dues(cron, tz, after):
+        if due > until or len(found) >= limit:
             break
         found.append(due)
     return found
