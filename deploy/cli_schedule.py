@@ -8,7 +8,6 @@ change it directly, the way the manager's ``/api/schedules`` does. ``add`` check
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 import click
@@ -18,7 +17,7 @@ from rich.table import Table
 
 from deploy.cli_messaging import read_messages
 from messaging import clients
-from messaging.schedules import DEFAULT_TZ, InvalidSchedule, Schedule, ScheduleStore, zone
+from messaging.schedules import DEFAULT_TZ, InvalidSchedule, Schedule, ScheduleStore, local_time
 from messaging.settings import load
 
 console = Console()
@@ -30,13 +29,7 @@ def _store() -> tuple[ScheduleStore, Any]:
 
 
 def when(seconds: float | None, tz: str) -> str:
-    """A time in the schedule's zone, e.g. ``2025-06-01 03:00:00 CEST``."""
-    if seconds is None:
-        return "–"
-    try:
-        return datetime.fromtimestamp(seconds, zone(tz)).strftime("%Y-%m-%d %H:%M:%S %Z")
-    except InvalidSchedule:
-        return datetime.fromtimestamp(seconds).isoformat(sep=" ")
+    return local_time(seconds, tz)
 
 
 def _get(store: ScheduleStore, name: str) -> Schedule:

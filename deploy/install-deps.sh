@@ -2,7 +2,8 @@
 # Debian packages crawlfleet's local services need: redis-server, zookeeper, a JRE (and python3-venv for the
 # system Python), plus Debian's chromium and its matching chromium-driver for the manager's browser tests, and
 # chromium-headless-shell, the browser workers render pages with (spiders/render, through Playwright's
-# executable_path; never a downloaded browser: `playwright install` is never run). Installs only what is missing, so a second run is a few stat calls.
+# executable_path; never a downloaded browser: `playwright install` is never run), and prometheus for its promtool
+# (the alert rules' tests). Installs only what is missing, so a second run is a few stat calls.
 set -euo pipefail
 
 missing=()
@@ -14,6 +15,7 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ -x /usr/lib/chromium/chromium-headless-shell ] || missing+=(chromium-headless-shell)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)  # promtool checks deploy/monitoring/alerts.yml
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -30,7 +32,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian's packages start their own daemons where an init system runs; crawlfleet starts its own on free ports.
-for unit in redis-server zookeeper; do
+for unit in redis-server zookeeper prometheus; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$unit" 2>/dev/null; then
     systemctl stop "$unit" || true
   fi

@@ -53,6 +53,20 @@ def write_json(request: Any, data: dict[str, Any], code: int = http.OK) -> None:
     request.finish()
 
 
+def read_json(request: Any, limit: int) -> dict[str, Any]:
+    """A request's JSON object body (at most ``limit`` bytes), or ApiError (413, 400) with the reason."""
+    body = request.content.read(limit + 1)
+    if len(body) > limit:
+        raise ApiError(f"request body larger than {limit} bytes", http.REQUEST_ENTITY_TOO_LARGE)
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise ApiError(f"$: not JSON: {exc}", http.BAD_REQUEST) from exc
+    if not isinstance(data, dict):
+        raise ApiError("$: a JSON object is expected", http.BAD_REQUEST)
+    return data
+
+
 class JsonResource(resource.Resource):
     """A JSON endpoint: ``get``/``post`` return a dict (or a Deferred of one); errors become the error envelope."""
 

@@ -5,7 +5,8 @@
 comes from the manager registry and a start on another host is forwarded to its ``schedule.json``), *Jobs*
 (scrapyd's table: pending / running / finished, runtime, log link, Stop), *Crawls* (each crawl's progress; one
 crawl's own page, see :mod:`manager.console`) and *Stats* (charts from ``/api/history`` then ``/api/stats``, drawn
-with the vendored uPlot); *Fleet*, *Sites* and the log view live in :mod:`manager.console_pages`. Every page POST
+with the vendored uPlot); *Fleet*, *Sites* and the log view live in :mod:`manager.console_pages`, *Schedules* in
+:mod:`manager.schedules`. Every page POST
 carries the form token (:class:`manager.security.CsrfToken`); :class:`ManagerSite` refuses cross-site and rebinding
 requests before any resource sees them. Logs are served as ``text/plain`` with ``nosniff`` (a crawled ``<script>``
 stays text).
@@ -33,6 +34,7 @@ from manager.logs import Logs
 from manager.metrics import MetricsResource
 from manager.pages import HERE, SPIDER_TYPES, Page, _form, environment, parse_pairs
 from manager.registry import ManagerRegistry
+from manager.schedules import SchedulesPage
 from manager.security import CsrfToken, cross_site_reason, host_allowed, with_basic_auth
 from manager.webservice import SCRAPYD_RESOURCES, ApiError, job_from_request
 from messaging import clients
@@ -217,6 +219,7 @@ class Root(resource.Resource):
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
         for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
                           (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage), (b"sites", SitesPage),
+                          (b"schedules", SchedulesPage),
                           (b"logview", LogViewPage)):
             self.putChild(name, cls(manager, env, csrf))
         self.putChild(b"", Redirect(b"/jobs"))

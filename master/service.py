@@ -46,12 +46,13 @@ from messaging.identity import node_name
 from messaging.outage import OutageLog
 from messaging.settings import Settings
 from messaging.siteconfig import SitePaths
-from messaging.stats import Stats
+from messaging.stats import EVENTS, Stats
 
 logger = logging.getLogger(__name__)
 STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
 REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
+ALERTED_EVENTS = ("worker_left", "dead_letters")  # deploy/monitoring/alerts.yml reads their counters
 
 
 class MasterService:
@@ -66,6 +67,8 @@ class MasterService:
         self._producer: Any = None
         self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)
+        for plugin in ALERTED_EVENTS:  # a series from 0, so that the alert rules' increase() sees the first one
+            EVENTS.labels(STATS_MODULE, plugin)
         self.dispatch_outage = OutageLog(logger, "master: dispatch rounds (Redis)")
         self._grace_until = float("-inf")  # no worker is retired before this (Redis clock): see _leaves
         self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")

@@ -138,6 +138,17 @@ def crawl_id(name: str, due: float) -> str:
     return f"{name}-{datetime.fromtimestamp(due, UTC).strftime(STAMP)}"
 
 
+def local_time(seconds: float | None, tz: str) -> str:
+    """A time in a schedule's zone for people, e.g. ``2025-06-01 03:00:00 CEST``; ``–`` for none."""
+    if seconds is None:
+        return "–"
+    try:
+        where: Any = zone(tz)
+    except InvalidSchedule:
+        where = UTC
+    return datetime.fromtimestamp(seconds, where).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 # --- the crawl request -------------------------------------------------------------------------------------------
 def stored_request(name: str, request: Any, max_bytes: int) -> dict[str, Any]:
     """The crawl request a schedule submits, checked as the Kafka monitor checks one, without ``crawlid`` (each
