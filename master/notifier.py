@@ -130,7 +130,7 @@ class Notifier:
             self._next_stall_check = now + self.stall_every
         attempts = 0
         for event_id in self.outbox.due(now, PER_PASS):
-            claimed = self.outbox.claim(event_id, now + 2 * self.settings.notify_timeout + 5)
+            claimed = self.outbox.claim(event_id, now + 2 * self.settings.notify_timeout + 5, now)
             if claimed is not None:
                 self._attempt(claimed, now)
                 attempts += 1
@@ -147,19 +147,19 @@ class Notifier:
         where = redact_url(claimed.url)
         status = str(answer.status or "")
         if 200 <= answer.status < 300:
-            self.outbox.record(claimed.event_id, "delivered", status)
+            self.outbox.record(claimed.event_id, "delivered", status, now=now)
             logger.info("notification %s delivered to %s (HTTP %d, attempt %d)", claimed.event_id, where,
                         answer.status, attempt)
             return
         error = answer.error or f"HTTP {answer.status}"
         refused = answer.status >= 300 and answer.status < 500 and answer.status not in RETRYABLE
         if refused or attempt >= self.settings.notify_attempts:
-            self.outbox.record(claimed.event_id, "failed", status, error)
+            self.outbox.record(claimed.event_id, "failed", status, error, now=now)
             why = "the receiver refused it" if refused else f"{attempt} attempts failed"
             logger.error("notification %s to %s given up: %s (%s)", claimed.event_id, where, why, error)
             return
         wait = max(backoff(attempt, self.settings.notify_backoff, self.settings.notify_backoff_max),
                    min(answer.retry_after, self.settings.notify_backoff_max))
-        self.outbox.record(claimed.event_id, "retry", status, error, retry_at=now + wait)
+        self.outbox.record(claimed.event_id, "retry", status, error, retry_at=now + wait, now=now)
         logger.warning("notification %s to %s failed (%s, attempt %d): next attempt in %.0f s", claimed.event_id,
                        where, error, attempt, wait)
