@@ -60,4 +60,5 @@ def test_prometheus_loads_the_rules_and_compose_mounts_them() -> None:
     config = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
     assert config["rule_files"] == ["alerts.yml"]
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    assert "./deploy/monitoring/alerts.yml:/etc/prometheus/alerts.yml:ro" in compose["services"]["prometheus"]["volumes"]
+    volumes = compose["services"]["prometheus"]["volumes"]
+    assert "./deploy/monitoring/alerts.yml:/etc/prometheus/alerts.yml:ro" in volumes
