@@ -32,6 +32,7 @@ from manager.history import SqliteJobHistory
 from manager.jobs import InvalidJob, Job, JobRecord
 from manager.launcher import Launcher, SpiderProcess
 from manager.poller import QueuePoller
+from manager.projects import Projects
 from manager.queue import SqlitePendingQueue
 from manager.registry import ManagerRegistry
 from messaging import clients
@@ -56,8 +57,10 @@ class Manager:
         self.poller = QueuePoller(self.queue)
         env = {**os.environ, **config.settings.as_env()}
         self.launcher = Launcher(self.poller, self.history, config.logs_dir, config.max_proc, config.project_dir,
-                                 config.kill_timeout, env=env, reactor=reactor)
+                                 config.kill_timeout, env=env, reactor=reactor, work_dir=config.work_dir)
         self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
+        self.projects = Projects(config.settings, self.mongo_db, self.launcher.env, config.work_dir, PROJECT,
+                                 self.in_thread)
         self.gateway = KafkaGateway(config.settings)
         self._redis: Any = None
         self._zk: Any = None
@@ -104,38 +107,77 @@ class Manager:
         return (self.queue.get(job_id) is not None or self.launcher.find(job_id) is not None
                 or self.history.get(job_id) is not None)
 
+    # --- projects -----------------------------------------------------------------------------------------------
+    @property
+    def builtin(self) -> bool:
+        """Whether the installed project is served (CRAWLFLEET_MANAGER_BUILTIN_PROJECT)."""
+        return self.config.builtin_project
+
+    def project_names(self) -> defer.Deferred[list[str]]:
+        """``listprojects.json``: the installed project first (when served), then the deployed ones."""
+        installed = [self.project] if self.builtin else []
+        return self.projects.names().addCallback(lambda deployed: installed + deployed)
+
+    def has_project(self, project: str) -> defer.Deferred[bool]:
+        """A project this manager answers for: the installed one, a deployed one, or one it has jobs of (a job of a
+        project deleted since stays visible and can be cancelled)."""
+        if project == self.project:
+            return defer.succeed(self.builtin)
+        if any(j.project == project for j in (*self.pending(), *(p.job for p in self.running()), *self.finished())):
+            return defer.succeed(True)
+        return self.projects.exists(project)
+
+    # --- jobs ---------------------------------------------------------------------------------------------------
     def schedule(self, job: Job) -> defer.Deferred[str]:
-        """Queue a job after checking its spider exists; fires with the job id (InvalidJob: the reason)."""
-        if job.project != self.project:
-            return defer.fail(InvalidJob(f"project '{job.project}' not found"))
+        """Queue a job after checking its spider exists; fires with the job id (InvalidJob: the reason). A deployed
+        project's job pins its version (``job.version``, default the latest) and that version's egg digest."""
+        if job.project == self.project and self.builtin:
+            if job.version is not None:
+                return defer.fail(InvalidJob(f"version '{job.version}' not found: the {self.project} project is "
+                                             "installed, not deployed as eggs"))
+            return self.catalog.get().addCallback(self._queue, job)
+        d = self.has_project(job.project) if job.project != self.project else defer.succeed(False)
 
-        def check(spiders: list[str]) -> str:
-            if job.spider not in spiders:
-                raise InvalidJob(f"spider '{job.spider}' not found")
-            if self.known(job.job):
-                raise InvalidJob(f"jobid '{job.job}' is already used (a job id is never reused)")
-            self.queue.add(job)
-            logger.info("scheduled %s %s (priority %g)", job.spider, job.job, job.priority)
-            self.reactor.callLater(0, self.poller.poll)
-            return job.job
+        def resolve(exists: bool) -> Any:
+            if not exists:
+                raise InvalidJob(f"project '{job.project}' not found")
+            return self.projects.resolve(job.project, job.version)
 
-        return self.catalog.get().addCallback(check)
+        def pin(info: Any) -> Any:
+            job.version, job.egg_sha256 = info.version, info.sha256
+            return self.projects.spiders(info)
 
-    def cancel(self, job_id: str, sig: int = signal.SIGTERM) -> str | None:
-        """scrapyd's prevstate: ``pending`` (removed from the queue), ``running`` (being stopped) or None."""
-        if self.queue.remove(job_id):
+        return d.addCallback(resolve).addCallback(pin).addCallback(self._queue, job)
+
+    def _queue(self, spiders: list[str], job: Job) -> str:
+        if job.spider not in spiders:
+            raise InvalidJob(f"spider '{job.spider}' not found")
+        if self.known(job.job):
+            raise InvalidJob(f"jobid '{job.job}' is already used (a job id is never reused)")
+        self.queue.add(job)
+        logger.info("scheduled %s %s %s%s (priority %g)", job.project, job.spider, job.job,
+                    f" version {job.version}" if job.deployed else "", job.priority)
+        self.reactor.callLater(0, self.poller.poll)
+        return job.job
+
+    def cancel(self, job_id: str, sig: int = signal.SIGTERM, project: str | None = None) -> str | None:
+        """scrapyd's prevstate: ``pending`` (removed from the queue), ``running`` (being stopped) or None; with
+        ``project``, only a job of that project."""
+        pending, running = self.queue.get(job_id), self.launcher.find(job_id)
+        if pending is not None and project in (None, pending.project) and self.queue.remove(job_id):
             logger.info("cancelled pending %s", job_id)
             return "pending"
-        if self.launcher.cancel(job_id, sig):
+        if running is not None and project in (None, running.job.project) and self.launcher.cancel(job_id, sig):
             return "running"
         return None
 
-    def state_of(self, job_id: str) -> str | None:
-        if self.launcher.find(job_id) is not None:
+    def state_of(self, job_id: str, project: str | None = None) -> str | None:
+        running, pending, finished = self.launcher.find(job_id), self.queue.get(job_id), self.history.get(job_id)
+        if running is not None and project in (None, running.job.project):
             return "running"
-        if self.queue.get(job_id) is not None:
+        if pending is not None and project in (None, pending.project):
             return "pending"
-        if self.history.get(job_id) is not None:
+        if finished is not None and project in (None, finished.project):
             return "finished"
         return None
 

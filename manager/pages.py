@@ -21,7 +21,7 @@ from manager.security import CsrfToken
 from messaging import spider_types
 
 HERE = Path(__file__).parent
-PAGES = ("submit", "spiders", "jobs", "fleet", "crawls", "schedules", "sites", "stats")
+PAGES = ("submit", "spiders", "projects", "jobs", "fleet", "crawls", "schedules", "sites", "stats")
 SPIDER_TYPES = spider_types.NAMES
 
 

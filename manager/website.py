@@ -24,7 +24,6 @@ from typing import Any
 
 from twisted.internet import defer
 from twisted.web import http, resource, server, static
-from twisted.web.util import Redirect
 
 from manager import console, console_data, fleet
 from manager.api import api_root
@@ -33,6 +32,7 @@ from manager.jobs import InvalidJob
 from manager.logs import Logs
 from manager.metrics import MetricsResource
 from manager.pages import HERE, SPIDER_TYPES, Page, _form, environment, parse_pairs
+from manager.project_pages import HomePage, ProjectsPage
 from manager.registry import ManagerRegistry
 from manager.schedules import SchedulesPage
 from manager.security import CsrfToken, cross_site_reason, host_allowed, with_basic_auth
@@ -217,12 +217,12 @@ class Root(resource.Resource):
         self.putChild(b"logs", Logs(manager.config.logs_dir))
         self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
-        for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
+        for name, cls in ((b"", HomePage), (b"projects", ProjectsPage),
+                          (b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
                           (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage), (b"sites", SitesPage),
                           (b"schedules", SchedulesPage),
                           (b"logview", LogViewPage)):
             self.putChild(name, cls(manager, env, csrf))
-        self.putChild(b"", Redirect(b"/jobs"))
 
     def getChild(self, path: bytes, request: Any) -> Any:
         name = path.decode("utf-8", "replace")

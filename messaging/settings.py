@@ -577,6 +577,24 @@ define("CRAWLFLEET_MANAGER_PROJECT_DIR", "",
 define("CRAWLFLEET_MANAGER_HEARTBEAT_INTERVAL", 5.0,
        "Seconds between the manager's heartbeats in the managers' registry (its entry expires after four).",
        group="manager", parse=float)
+define("CRAWLFLEET_MANAGER_BUILTIN_PROJECT", True,
+       "Serve the installed project ``crawlfleet`` (the fleet's rule spiders) beside the deployed ones, first in "
+       "``listprojects.json``. Off: deployed projects only, as scrapyd with no project in its ``[settings]``.",
+       group="manager", parse=parse_bool)
+
+# --- projects: deployed Scrapy projects, their eggs (messaging/eggs.py, messaging/egg_cache.py, spiders/runner.py)
+define("CRAWLFLEET_EGGS_COLLECTION", "_eggs",
+       "GridFS bucket (in CRAWLFLEET_MONGO_DB) of the deployed projects' eggs, one per (project, version): "
+       "``<name>.files`` and ``<name>.chunks``, and ``<name>.versions`` (one document per version: digest, size, "
+       "upload time). Every host's manager and workers load eggs from there.", group="projects")
+define("CRAWLFLEET_EGG_CACHE_DIR", "",
+       "Directory of this host's egg cache: each version fetched once, checked by its SHA-256 (default: "
+       "$CRAWLFLEET_RUN_DIR/eggs).", group="projects")
+define("CRAWLFLEET_EGG_MAX_BYTES", 64 * 1024 * 1024,
+       "Largest egg ``addversion.json`` accepts, in bytes.", group="projects", parse=int)
+define("CRAWLFLEET_EGG_CHECK_TIMEOUT", 60.0,
+       "Seconds the project's spider loader has to list its spiders (a child process, at ``addversion.json`` and "
+       "``listspiders.json``) before it is killed and the egg refused.", group="projects", parse=float)
 
 # --- proxy: the proxy pool (spiders/proxies, spiders/spiders/proxy.py, spiders/middlewares/proxy.py) -----------
 define("CRAWLFLEET_PROXY_COLLECTION", "proxies",
