@@ -1,10 +1,12 @@
 """The manager's Twisted application (seed 4.3.2): ``crawlfleet manager`` runs :func:`run`.
 
-One manager runs on every worker host; its project is ``crawlfleet`` (installed, not deployed as eggs). The parts,
-as scrapyd cuts them: the SQLite pending queue (:mod:`manager.queue`), the poller (:mod:`manager.poller`, also run
-every CRAWLFLEET_MANAGER_POLL_INTERVAL seconds by a ``TimerService``), the launcher (:mod:`manager.launcher`), the job
-history (:mod:`manager.history`), the HTTP site: scrapyd's JSON API (:mod:`manager.webservice`), crawlfleet's API
-(:mod:`manager.api`), the pages (:mod:`manager.website`) — all behind :mod:`manager.security`. A second
+One manager runs on every worker host. Its projects: ``crawlfleet``, installed with the package (the fleet's rule
+spiders; CRAWLFLEET_MANAGER_BUILTIN_PROJECT), and the projects users deploy as eggs, the same on every manager
+(:mod:`manager.projects`: eggs in MongoDB, cached on each host). The parts, as scrapyd cuts them: the SQLite pending
+queue (:mod:`manager.queue`), the poller (:mod:`manager.poller`, also run every CRAWLFLEET_MANAGER_POLL_INTERVAL
+seconds by a ``TimerService``), the launcher (:mod:`manager.launcher`), the job history (:mod:`manager.history`), the
+HTTP site: scrapyd's JSON API (:mod:`manager.webservice`), crawlfleet's API (:mod:`manager.api`), the pages
+(:mod:`manager.website`, :mod:`manager.project_pages`) — all behind :mod:`manager.security`. A second
 ``TimerService`` heartbeats this manager into the manager registry (:mod:`manager.registry`) from a thread.
 :class:`Manager` is what the resources use: schedule, cancel, the job lists, and blocking calls off the reactor.
 """
@@ -15,6 +17,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -65,6 +68,7 @@ class Manager:
         self._redis: Any = None
         self._zk: Any = None
         self._mongo: Any = None
+        self._mongo_lock = threading.Lock()
         self._site_watch: Any = None
         self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
@@ -95,8 +99,9 @@ class Manager:
         return self._site_watch
 
     def mongo_db(self) -> Any:
-        if self._mongo is None:
-            self._mongo = clients.mongo_client(self.config.settings, serverSelectionTimeoutMS=3000)
+        with self._mongo_lock:  # first use may come from two threads at once: one client
+            if self._mongo is None:
+                self._mongo = clients.mongo_client(self.config.settings, serverSelectionTimeoutMS=3000)
         return self._mongo[self.config.settings.mongo_db]
 
     def in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:

@@ -1,6 +1,7 @@
 """What a manager job is: a spider to run with its settings and arguments, and what became of it (seed table 4-12).
 
-A :class:`Job` is what ``schedule.json`` (or the *Spiders* page) asks for. A :class:`JobRecord` is one run of it:
+A :class:`Job` is what ``schedule.json`` (or the *Spiders* and *Projects* pages) asks for; a deployed project's job
+also carries the version it pinned and that egg's digest. A :class:`JobRecord` is one run of it:
 project, spider, job id, pid, start and end time, exit status and log path — the row the *Jobs* page and
 ``listjobs.json`` show. Job ids become the worker's registry id (``CRAWLFLEET_JOB``) and the prefix of its Redis
 queue keys (``<job>:{<domain>}:queue``), so they are restricted to a safe alphabet and never reused.

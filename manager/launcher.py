@@ -2,10 +2,12 @@
 
 Like scrapyd's, it keeps one waiting :meth:`~manager.poller.QueuePoller.next` per free slot; a job that arrives is
 spawned as ``python -m scrapy crawl <spider> -s CRAWLFLEET_JOB=<job> …`` (:meth:`manager.jobs.Job.crawl_args`,
-never a shell) in CRAWLFLEET_MANAGER_PROJECT_DIR. :class:`SpiderProcess` records project, spider, job, pid, start
-and end time, exit status and log path (seed table 4-12) and writes the child's stdout and stderr to
-``<logs>/<project>/<spider>/<job>.log`` itself, so a spider that dies before Scrapy's logging starts still leaves
-its traceback there.
+never a shell) in CRAWLFLEET_MANAGER_PROJECT_DIR; a deployed project's job as ``python -m spiders.runner --project
+<p> --version <v> --sha256 <d> crawl …`` (scrapyd's runner: its pinned egg from the host's cache, activated) in
+``$CRAWLFLEET_RUN_DIR/manager/projects/<p>``, without the installed project's SCRAPY_SETTINGS_MODULE.
+:class:`SpiderProcess` records project, spider, job, pid, start and end time, exit status and log path (seed table
+4-12) and writes the child's stdout and stderr to ``<logs>/<project>/<spider>/<job>.log`` itself, so a spider that
+dies before Scrapy's logging starts still leaves its traceback there.
 
 Stopping (``cancel.json``, the *Jobs* page, the manager's own shutdown) sends SIGTERM: a fleet worker then finishes
 what it downloads, commits, leaves the registry and hands its remaining tasks back to ``seeds``. A process still

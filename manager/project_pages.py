@@ -64,25 +64,17 @@ class ProjectsPage(Page):
         if not project:
             return self.show(request, self.context(request))
         d = self.project_context(project, _form(request, "version") or None)
-        d.addCallback(lambda data: self._with_template(request, "project.html", data, http.OK))
-        d.addErrback(lambda f: f.trap(ProjectNotFound) and self._with_template(
-            request, "notfound.html", {"what": f"There is no deployed project {project}.", "page_name": "projects"},
-            http.NOT_FOUND))
-        d.addErrback(lambda f: self._with_template(request, "notfound.html", {
-            "what": f.getErrorMessage(), "title": "Error", "page_name": "projects"}, http.INTERNAL_SERVER_ERROR))
+        d.addCallback(lambda data: self._write(request, data, http.OK, "project.html"))
+        d.addErrback(lambda f: f.trap(ProjectNotFound) and self._write(
+            request, {"what": f"There is no deployed project {project}."}, http.NOT_FOUND, "notfound.html"))
+        d.addErrback(lambda f: self._write(request, {"what": f.getErrorMessage(), "title": "Error"},
+                                           http.INTERNAL_SERVER_ERROR, "notfound.html"))
         d.addErrback(lambda _: None)
         return server.NOT_DONE_YET
 
     @staticmethod
     def _project(request: Any) -> str:
         return request.postpath[0].decode("utf-8", "replace") if request.postpath and request.postpath[0] else ""
-
-    def _with_template(self, request: Any, template: str, data: dict[str, Any], code: int) -> None:
-        previous, self.template = self.template, template
-        try:
-            self._write(request, {**data, "page_name": "projects"}, code)
-        finally:
-            self.template = previous
 
     def context(self, request: Any) -> Any:
         m = self.manager

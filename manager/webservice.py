@@ -1,11 +1,22 @@
 """scrapyd's JSON API, same paths, parameters and envelope, so that scrapyd clients work unchanged.
 
 Every answer is ``{"status": "ok", "node_name": …, …}`` or ``{"status": "error", "node_name": …, "message": …}``
-(HTTP 200 for a bad parameter, as scrapyd). The project is ``crawlfleet``, installed rather than deployed: there are
-no eggs, so ``listversions.json`` lists none and ``addversion.json``, ``delversion.json`` and ``delproject.json``
-answer with an error that says so. ``schedule.json`` takes ``project``, ``spider``, ``jobid``, ``priority``,
-``setting=NAME=VALUE`` (repeated) and any other parameter as a spider argument; ``cancel.json`` takes ``project``,
-``job`` and scrapyd's optional ``signal`` (default TERM here: a fleet worker hands its tasks back on SIGTERM).
+(HTTP 200 for a bad parameter, as scrapyd; 503 when the egg storage, MongoDB, does not answer, so that
+``scrapyd-deploy`` fails too). The projects are the installed ``crawlfleet`` (its rule spiders; no versions, and
+``addversion.json``, ``delversion.json`` and ``delproject.json`` refuse it) and the deployed ones
+(:mod:`manager.projects`), the same on every manager of the cluster:
+
+- ``addversion.json`` (``project``, ``version``, ``egg``): the egg is checked by its own spider loader in a child
+  process, then stored; one that fails gives the loader's reason and nothing is stored. Answers ``project``,
+  ``version`` and ``spiders`` (their number), as scrapyd.
+- ``listprojects.json`` (the installed project first), ``listversions.json`` (scrapyd's order; none for an unknown
+  project), ``listspiders.json`` (``_version``, default the latest), ``delversion.json``, ``delproject.json``.
+  Project names are checked as scrapyd checks them: ``../p`` is ``DirectoryTraversalError: ../p``.
+- ``schedule.json`` takes ``project``, ``spider``, ``_version``, ``jobid``, ``priority``, ``setting=NAME=VALUE``
+  (repeated) and any other parameter as a spider argument; a deployed project's job pins the version
+  (``_version``, default the latest when scheduled) and its egg's digest. ``cancel.json`` takes ``project``,
+  ``job`` and scrapyd's optional ``signal`` (default TERM here: a fleet worker hands its tasks back on SIGTERM);
+  ``status.json``, ``listjobs.json`` (per project) and ``daemonstatus.json`` as scrapyd.
 """
 
 from __future__ import annotations

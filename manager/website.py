@@ -6,7 +6,8 @@ comes from the manager registry and a start on another host is forwarded to its 
 (scrapyd's table: pending / running / finished, runtime, log link, Stop), *Crawls* (each crawl's progress; one
 crawl's own page, see :mod:`manager.console`) and *Stats* (charts from ``/api/history`` then ``/api/stats``, drawn
 with the vendored uPlot); *Fleet*, *Sites* and the log view live in :mod:`manager.console_pages`, *Schedules* in
-:mod:`manager.schedules`. Every page POST
+:mod:`manager.schedules`, the home page (``/``, scrapyd's) and *Projects* (deployed projects) in
+:mod:`manager.project_pages`. Every page POST
 carries the form token (:class:`manager.security.CsrfToken`); :class:`ManagerSite` refuses cross-site and rebinding
 requests before any resource sees them. Logs are served as ``text/plain`` with ``nosniff`` (a crawled ``<script>``
 stays text).
@@ -157,21 +158,13 @@ class CrawlsPage(Page):
         except ValueError:
             page, item = 1, None
         d = console.crawl_context(self.manager, crawlid, page, item)
-        d.addCallback(lambda data: self._write_with(request, "crawl.html", data, http.OK))
-        d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write_with(
-            request, "notfound.html", {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND))
-        d.addErrback(lambda f: self._write_with(request, "notfound.html", {"what": f.getErrorMessage(),
-                                                                            "title": "Error"},
-                                                http.INTERNAL_SERVER_ERROR))
+        d.addCallback(lambda data: self._write(request, data, http.OK, "crawl.html"))
+        d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write(
+            request, {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND, "notfound.html"))
+        d.addErrback(lambda f: self._write(request, {"what": f.getErrorMessage(), "title": "Error"},
+                                           http.INTERNAL_SERVER_ERROR, "notfound.html"))
         d.addErrback(lambda _: None)
         return server.NOT_DONE_YET
-
-    def _write_with(self, request: Any, template: str, data: dict[str, Any], code: int) -> None:
-        previous, self.template = self.template, template
-        try:
-            self._write(request, {**data, "page_name": "crawls"}, code)
-        finally:
-            self.template = previous
 
     def context(self, request: Any) -> Any:
         crawlid = _form(request, "crawl")

@@ -114,7 +114,7 @@ def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Proces
     # 1.0 deleted while p2 runs: p2 keeps its egg, p4 (pending, pinned to 1.0) is refused when it starts
     assert manager.post("delversion.json", {"project": PROJECT, "version": "1.0"}).json()["status"] == "ok"
     assert client.versions(PROJECT) == ["2.0"]
-    with pytest.raises(ErrorResponse, match="version '1.0' not found"):
+    with pytest.raises(ErrorResponse, match=r"version '1\.0' not found"):
         client.schedule(PROJECT, "probe", [("_version", "1.0")])
     assert manager.get("listspiders.json", project=PROJECT, _version="1.0")["message"] == "version '1.0' not found"
     flags["p2"].touch()

@@ -17,8 +17,16 @@ from manager.launcher import Launcher
 from manager.project_pages import base_path
 from manager.projects import loader_failure
 from messaging.egg_cache import BadEgg, EggCache, EggChanged, activate, settings_module
-from messaging.eggs import (DirectoryTraversalError, EggInfo, InvalidName, ProjectNotFound, VersionNotFound,
-                            check_project, check_version, sorted_versions)
+from messaging.eggs import (
+    DirectoryTraversalError,
+    EggInfo,
+    InvalidName,
+    ProjectNotFound,
+    VersionNotFound,
+    check_project,
+    check_version,
+    sorted_versions,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -129,7 +137,8 @@ def test_activation_puts_the_egg_on_the_path_and_names_its_settings_module(tmp_p
 
 
 def test_a_loader_failure_names_its_reason_first() -> None:
-    traceback = b"Traceback (most recent call last):\n  File \"x.py\", line 1\nModuleNotFoundError: No module named 'q'\n"
+    traceback = (b"Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                 b"ModuleNotFoundError: No module named 'q'\n")
     assert loader_failure(1, traceback).startswith(
         "the project's spiders cannot be loaded: ModuleNotFoundError: No module named 'q'\n\nTraceback")
     assert loader_failure(2, b"error: the egg is not a ZIP file\n") == (
