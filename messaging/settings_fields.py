@@ -150,6 +150,11 @@ class SettingsFields:
     manager_kill_timeout: float
     manager_project_dir: str
     manager_heartbeat_interval: float
+    manager_builtin_project: bool
+    eggs_collection: str
+    egg_cache_dir: str
+    egg_max_bytes: int
+    egg_check_timeout: float
     proxy_collection: str
     proxy_list_urls: str
     proxy_list_rule: str
