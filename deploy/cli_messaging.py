@@ -23,7 +23,7 @@ from rich.table import Table
 
 from deploy.cli_errors import EXIT_UNCONFIRMED, Unconfirmed, require_kafka
 from deploy.cli_unconfirmed import how_to_check, unconfirmed_message
-from messaging import clients, modules
+from messaging import clients, modules, request_kinds
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.service import setup_logging
 from messaging.settings import load
@@ -73,6 +73,7 @@ def ask(request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
     """Validate, send, wait: the answer; a ClickException (exit code 1) when refused before sending, or
     :class:`Unconfirmed` (exit code 3) when sent and not answered in time."""
     settings = load()
+    request_kinds.use_settings(settings)
     request.setdefault("uuid", uuidlib.uuid4().hex)
     try:
         kind = parse_request(request, settings.max_message_bytes).kind
@@ -369,4 +370,4 @@ def _report_submit(outcomes: list[dict[str, Any]], as_json: bool) -> None:
     console.print(", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no requests")
 
 
-COMMANDS = (kafka_monitor, redis_monitor, submit, info, revisits, stats, stop)  # `site`: deploy.cli_site
+COMMANDS = (kafka_monitor, redis_monitor, revisits)  # the request kinds' commands: messaging.request_kinds

@@ -113,5 +113,5 @@ def settings_command(markdown: bool) -> None:
     for column in ("variable", "value", "from", "what"):
         table.add_column(column, overflow="fold")
     for name, setting in SETTINGS.items():
-        table.add_row(*map(escape, (name, str(settings[name]), settings.source(name), setting.doc)))
+        table.add_row(*map(escape, (name, setting.shown(settings[name]), settings.source(name), setting.doc)))
     Console().print(table)

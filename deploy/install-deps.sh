@@ -2,8 +2,10 @@
 # Debian packages crawlfleet's local services need: redis-server, zookeeper, a JRE (and python3-venv for the
 # system Python), plus Debian's chromium and its matching chromium-driver for the manager's browser tests, and
 # chromium-headless-shell, the browser workers render pages with (spiders/render, through Playwright's
-# executable_path; never a downloaded browser: `playwright install` is never run), and Debian's prometheus, which
-# the monitoring test runs against a fleet (its binary only, with its own config; the service is stopped). Installs only what is missing, so a second run is a few stat calls.
+# executable_path; never a downloaded browser: `playwright install` is never run), and Debian's prometheus: its
+# promtool (the alert rules' tests) and its binary, which the monitoring test runs against a fleet (with its own
+# config and data directory; the service is stopped). Installs only what is missing, so a second run is a few stat
+# calls.
 set -euo pipefail
 
 missing=()
@@ -15,7 +17,7 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ -x /usr/lib/chromium/chromium-headless-shell ] || missing+=(chromium-headless-shell)
-command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)  # alerts' tests, monitoring e2e
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

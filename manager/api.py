@@ -9,11 +9,11 @@
   "burst", "adaptive"}`` through Kafka, answered by the Redis monitor's ZooKeeper plugin (the answer's ``effective``
   has the rate workers apply and the ``spacing`` of its hits).
 - ``GET /api/nodes``: every manager and worker of the cluster; ``GET /api/stats``: the counters.
+- ``/api/schedules``: crawls on a cron schedule (:mod:`manager.schedules`): list, add, show, pause, resume, remove.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from twisted.web import http, resource, server
@@ -22,7 +22,8 @@ from manager import charts, fleet
 from manager.console import LogApi
 from manager.export import CrawlExport
 from manager.gateway import UNCONFIRMED
-from manager.webservice import ApiError, JsonResource, write_json
+from manager.schedules import ScheduleApi
+from manager.webservice import ApiError, JsonResource, read_json, write_json
 from messaging.clock import RedisClock
 from messaging.redis_monitor.plugins import Context
 from messaging.redis_monitor.plugins.info import InfoPlugin
@@ -30,19 +31,6 @@ from messaging.redis_monitor.plugins.info import InfoPlugin
 DEFAULT_USER = "manager"
 STATUS_CODES = {"accepted": http.ACCEPTED, "duplicate": http.OK, "ok": http.OK, "rejected": http.BAD_REQUEST,
                 "error": http.INTERNAL_SERVER_ERROR, UNCONFIRMED: http.ACCEPTED}  # sent, may still take effect
-
-
-def read_json(request: Any, limit: int) -> dict[str, Any]:
-    body = request.content.read(limit + 1)
-    if len(body) > limit:
-        raise ApiError(f"request body larger than {limit} bytes", http.REQUEST_ENTITY_TOO_LARGE)
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise ApiError(f"$: not JSON: {exc}", http.BAD_REQUEST) from exc
-    if not isinstance(data, dict):
-        raise ApiError("$: a JSON object is expected", http.BAD_REQUEST)
-    return data
 
 
 class AnswerResource(JsonResource):
@@ -204,4 +192,5 @@ def api_root(manager: Any) -> resource.Resource:
     root.putChild(b"stats", Stats(manager))
     root.putChild(b"logs", LogApi(manager))
     root.putChild(b"history", StatsHistory(manager))
+    root.putChild(b"schedules", ScheduleApi(manager))
     return root

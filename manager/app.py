@@ -1,10 +1,12 @@
 """The manager's Twisted application (seed 4.3.2): ``crawlfleet manager`` runs :func:`run`.
 
-One manager runs on every worker host; its project is ``crawlfleet`` (installed, not deployed as eggs). The parts,
-as scrapyd cuts them: the SQLite pending queue (:mod:`manager.queue`), the poller (:mod:`manager.poller`, also run
-every CRAWLFLEET_MANAGER_POLL_INTERVAL seconds by a ``TimerService``), the launcher (:mod:`manager.launcher`), the job
-history (:mod:`manager.history`), the HTTP site: scrapyd's JSON API (:mod:`manager.webservice`), crawlfleet's API
-(:mod:`manager.api`), the pages (:mod:`manager.website`) — all behind :mod:`manager.security`. A second
+One manager runs on every worker host. Its projects: ``crawlfleet``, installed with the package (the fleet's rule
+spiders; CRAWLFLEET_MANAGER_BUILTIN_PROJECT), and the projects users deploy as eggs, the same on every manager
+(:mod:`manager.projects`: eggs in MongoDB, cached on each host). The parts, as scrapyd cuts them: the SQLite pending
+queue (:mod:`manager.queue`), the poller (:mod:`manager.poller`, also run every CRAWLFLEET_MANAGER_POLL_INTERVAL
+seconds by a ``TimerService``), the launcher (:mod:`manager.launcher`), the job history (:mod:`manager.history`), the
+HTTP site: scrapyd's JSON API (:mod:`manager.webservice`), crawlfleet's API (:mod:`manager.api`), the pages
+(:mod:`manager.website`, :mod:`manager.project_pages`) — all behind :mod:`manager.security`. A second
 ``TimerService`` heartbeats this manager into the manager registry (:mod:`manager.registry`) from a thread; a third
 rewrites the Prometheus ``file_sd`` file of the cluster's /metrics endpoints (:mod:`messaging.discovery`).
 :class:`Manager` is what the resources use: schedule, cancel, the job lists, and blocking calls off the reactor.
@@ -16,6 +18,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +38,7 @@ from manager.host_fleet import FleetJob
 from manager.jobs import InvalidJob, Job, JobRecord
 from manager.launcher import Launcher, SpiderProcess
 from manager.poller import QueuePoller
+from manager.projects import Projects
 from manager.queue import SqlitePendingQueue
 from manager.registry import ManagerRegistry
 from manager.security import safe_log_file
@@ -61,12 +65,15 @@ class Manager:
         self.poller = QueuePoller(self.queue)
         env = {**os.environ, **config.settings.as_env()}
         self.launcher = Launcher(self.poller, self.history, config.logs_dir, config.max_proc, config.project_dir,
-                                 config.kill_timeout, env=env, reactor=reactor)
+                                 config.kill_timeout, env=env, reactor=reactor, work_dir=config.work_dir)
         self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
+        self.projects = Projects(config.settings, self.mongo_db, self.launcher.env, config.work_dir, PROJECT,
+                                 self.in_thread)
         self.gateway = KafkaGateway(config.settings)
         self._redis: Any = None
         self._zk: Any = None
         self._mongo: Any = None
+        self._mongo_lock = threading.Lock()
         self._site_watch: Any = None
         self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
@@ -98,8 +105,9 @@ class Manager:
         return self._site_watch
 
     def mongo_db(self) -> Any:
-        if self._mongo is None:
-            self._mongo = clients.mongo_client(self.config.settings, serverSelectionTimeoutMS=3000)
+        with self._mongo_lock:  # first use may come from two threads at once: one client
+            if self._mongo is None:
+                self._mongo = clients.mongo_client(self.config.settings, serverSelectionTimeoutMS=3000)
         return self._mongo[self.config.settings.mongo_db]
 
     def in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:
@@ -110,38 +118,80 @@ class Manager:
         return (self.queue.get(job_id) is not None or self.launcher.find(job_id) is not None
                 or self.history.get(job_id) is not None)
 
+    # --- projects -----------------------------------------------------------------------------------------------
+    @property
+    def builtin(self) -> bool:
+        """Whether the installed project is served (CRAWLFLEET_MANAGER_BUILTIN_PROJECT)."""
+        return self.config.builtin_project
+
+    def project_names(self) -> defer.Deferred[list[str]]:
+        """``listprojects.json``: the installed project first (when served), then the deployed ones."""
+        installed = [self.project] if self.builtin else []
+        return self.projects.names().addCallback(lambda deployed: installed + deployed)
+
+    def has_project(self, project: str) -> defer.Deferred[bool]:
+        """A project this manager answers for: the installed one, a deployed one, or one it has jobs of (a job of a
+        project deleted since stays visible and can be cancelled)."""
+        if project == self.project:
+            return defer.succeed(self.builtin)
+        if any(j.project == project for j in (*self.pending(), *(p.job for p in self.running()), *self.finished())):
+            return defer.succeed(True)
+        return self.projects.exists(project)
+
+    # --- jobs ---------------------------------------------------------------------------------------------------
     def schedule(self, job: Job) -> defer.Deferred[str]:
-        """Queue a job after checking its spider exists; fires with the job id (InvalidJob: the reason)."""
-        if job.project != self.project:
-            return defer.fail(InvalidJob(f"project '{job.project}' not found"))
+        """Queue a job after checking its spider exists; fires with the job id (InvalidJob: the reason). A deployed
+        project's job pins its version (``job.version``, default the latest) and that version's egg digest."""
+        if job.project == self.project and self.builtin:
+            if job.version is not None:
+                return defer.fail(InvalidJob(f"version '{job.version}' not found: the {self.project} project is "
+                                             "installed, not deployed as eggs"))
+            return self.catalog.get().addCallback(self._queue, job)
+        d = self.has_project(job.project) if job.project != self.project else defer.succeed(False)
 
-        def check(spiders: list[str]) -> str:
-            if job.spider not in spiders:
-                raise InvalidJob(f"spider '{job.spider}' not found")
-            if self.known(job.job):
-                raise InvalidJob(f"jobid '{job.job}' is already used (a job id is never reused)")
-            self.queue.add(job)
-            logger.info("scheduled %s %s (priority %g)", job.spider, job.job, job.priority)
-            self.reactor.callLater(0, self.poller.poll)
-            return job.job
+        def resolve(exists: bool) -> Any:
+            if not exists:
+                raise InvalidJob(f"project '{job.project}' not found")
+            return self.projects.resolve(job.project, job.version)
 
-        return self.catalog.get().addCallback(check)
+        def pin(info: Any) -> Any:
+            job.version, job.egg_sha256 = info.version, info.sha256
+            return self.projects.spiders(info)
 
-    def cancel(self, job_id: str, sig: int = signal.SIGTERM) -> str | None:
-        """scrapyd's prevstate: ``pending`` (removed from the queue), ``running`` (being stopped) or None."""
-        if self.queue.remove(job_id):
+        return d.addCallback(resolve).addCallback(pin).addCallback(self._queue, job)
+
+    def _queue(self, spiders: list[str], job: Job) -> str:
+        if job.spider not in spiders:
+            raise InvalidJob(f"spider '{job.spider}' not found")
+        if self.known(job.job):
+            raise InvalidJob(f"jobid '{job.job}' is already used (a job id is never reused)")
+        self.queue.add(job)
+        logger.info("scheduled %s %s %s%s (priority %g)", job.project, job.spider, job.job,
+                    f" version {job.version}" if job.deployed else "", job.priority)
+        self.reactor.callLater(0, self.poller.poll)
+        return job.job
+
+    def cancel(self, job_id: str, sig: int = signal.SIGTERM, project: str | None = None) -> str | None:
+        """scrapyd's prevstate: ``pending`` (removed from the queue), ``running`` (being stopped) or None; with
+        ``project``, only a job of that project."""
+        pending, running = self.queue.get(job_id), self.launcher.find(job_id)
+        if pending is not None and project in (None, pending.project) and self.queue.remove(job_id):
             logger.info("cancelled pending %s", job_id)
             return "pending"
-        if self.launcher.cancel(job_id, sig):
+        if running is not None and project in (None, running.job.project) and self.launcher.cancel(job_id, sig):
             return "running"
         return None
 
-    def state_of(self, job_id: str) -> str | None:
-        if self.launcher.find(job_id) is not None or any(j.job == job_id for j in self.fleet_jobs()):
+    def state_of(self, job_id: str, project: str | None = None) -> str | None:
+        running, pending, finished = self.launcher.find(job_id), self.queue.get(job_id), self.history.get(job_id)
+        if running is not None and project in (None, running.job.project):
             return "running"
-        if self.queue.get(job_id) is not None:
+        if project in (None, self.project) and any(j.job == job_id for j in self.fleet_jobs()):
+            return "running"  # a worker of this host's fleet (crawlfleet up)
+            return "running"
+        if pending is not None and project in (None, pending.project):
             return "pending"
-        if self.history.get(job_id) is not None:
+        if finished is not None and project in (None, finished.project):
             return "finished"
         return None
 
@@ -157,8 +207,9 @@ class Manager:
     def log_url(self, project: str, spider: str, job: str) -> str:
         return f"/logs/{project}/{spider}/{job}.log"
 
-    def items_url(self, project: str, spider: str, job: str) -> str:
-        return f"/items/{project}/{spider}/{job}.jl"
+    def items_url(self, project: str, spider: str, job: str) -> str | None:
+        """The job's items (``/items/``: the installed project's jobs store theirs in MongoDB; None for others)."""
+        return f"/items/{project}/{spider}/{job}.jl" if project == self.project else None
 
     # --- this host's `crawlfleet up` workers (manager.host_fleet) -------------------------------------------------
     def fleet_jobs(self, alive_only: bool = True) -> list[FleetJob]:
@@ -167,10 +218,10 @@ class Manager:
 
     def job_log(self, project: str, spider: str, job: str) -> Path | None:
         """The log of a job of this host: one this manager ran, or a worker of this host's fleet."""
-        if project != self.project:
-            return None
         own = safe_log_file(self.config.logs_dir, [project, spider, f"{job}.log"])
-        return own or host_fleet.fleet_log(self.config.settings.run_dir, job, spider)
+        if own is not None or project != self.project:
+            return own
+        return host_fleet.fleet_log(self.config.settings.run_dir, job, spider)
 
     def job_logs(self) -> list[tuple[str, str, str, Path]]:
         """(project, spider, job, log) of every log this manager serves."""

@@ -1,7 +1,8 @@
-"""The spiders of the project, as ``scrapy list`` prints them (the manager never imports the spiders' code).
+"""The spiders of the installed project, as ``scrapy list`` prints them (the manager never imports spider code).
 
 Run once, asynchronously, in the project directory with the manager's environment; the answer is cached for the
-manager's life (the project is installed, not deployed: it changes only with a new release and a restart).
+manager's life (the project is installed, not deployed: it changes only with a new release and a restart). A
+deployed project's spiders are listed per version by :mod:`manager.projects`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 from messaging.identity import node_name
 from messaging.settings import Settings, default, load
 
-PROJECT = "crawlfleet"  # the one project a manager serves: installed, not deployed as eggs
+PROJECT = "crawlfleet"  # the installed project (the rule spiders); others are deployed as eggs (manager.projects)
 MAX_PROC_PER_CPU = 4  # scrapyd's default when max_proc is 0
 
 
@@ -58,6 +58,8 @@ class ManagerConfig:
     poll_interval: float
     kill_timeout: float
     project_dir: Path
+    work_dir: Path  # deployed projects' jobs run in <work_dir>/<project>
+    builtin_project: bool
     settings: Settings
     heartbeat_interval: float = default("CRAWLFLEET_MANAGER_HEARTBEAT_INTERVAL")
 
@@ -85,7 +87,8 @@ class ManagerConfig:
             logs_dir=Path(s.manager_logs or run_dir / "logs").resolve(),
             dbs_dir=Path(s.manager_dbs or run_dir / "dbs").resolve(),
             poll_interval=float(s.manager_poll_interval), kill_timeout=float(s.manager_kill_timeout),
-            project_dir=Path(s.manager_project_dir or os.getcwd()).resolve(), settings=s,
+            project_dir=Path(s.manager_project_dir or os.getcwd()).resolve(), work_dir=(run_dir / "projects").resolve(),
+            builtin_project=bool(s.manager_builtin_project), settings=s,
             heartbeat_interval=float(s.manager_heartbeat_interval),
         )  # fmt: skip
 

@@ -16,7 +16,7 @@ import threading
 import uuid as uuidlib
 from typing import Any
 
-from messaging import clients
+from messaging import clients, request_kinds
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.settings import Settings
 from messaging.validation import Rejected, parse_request
@@ -26,6 +26,7 @@ UNCONFIRMED = "unconfirmed"  # sent, no answer in time: neither done nor failed
 class KafkaGateway:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        request_kinds.use_settings(settings)  # kinds of one's own are checked like the built-in ones
         self._producer: Any = None
         self._lock = threading.Lock()
 

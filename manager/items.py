@@ -53,9 +53,11 @@ class Items(resource.Resource):
         m, now = self.manager, time.time()
         found: dict[str, dict[str, float]] = {}
         for record in m.finished():
-            found.setdefault(record.spider, {})[record.job] = record.end_time or now
+            if record.project == m.project:  # a deployed project keeps its items its own way
+                found.setdefault(record.spider, {})[record.job] = record.end_time or now
         for process in m.running():
-            found.setdefault(process.job.spider, {})[process.job.job] = now
+            if process.job.project == m.project:
+                found.setdefault(process.job.spider, {})[process.job.job] = now
         for job in m.fleet_jobs(alive_only=False):
             found.setdefault(job.spider, {}).setdefault(job.job, now)
         return found

@@ -1,6 +1,7 @@
 """What a manager job is: a spider to run with its settings and arguments, and what became of it (seed table 4-12).
 
-A :class:`Job` is what ``schedule.json`` (or the *Spiders* page) asks for. A :class:`JobRecord` is one run of it:
+A :class:`Job` is what ``schedule.json`` (or the *Spiders* and *Projects* pages) asks for; a deployed project's job
+also carries the version it pinned and that egg's digest. A :class:`JobRecord` is one run of it:
 project, spider, job id, pid, start and end time, exit status and log path — the row the *Jobs* page and
 ``listjobs.json`` show. Job ids become the worker's registry id (``CRAWLFLEET_JOB``) and the prefix of its Redis
 queue keys (``<job>:{<domain>}:queue``), so they are restricted to a safe alphabet and never reused.
@@ -44,6 +45,8 @@ class Job:
     args: dict[str, str] = field(default_factory=dict)
     project: str = "crawlfleet"
     created: float = field(default_factory=time.time)
+    version: str | None = None  # a deployed project's version, pinned when the job is scheduled
+    egg_sha256: str | None = None  # and its egg's digest: a version deployed again since is refused at the start
 
     def __post_init__(self) -> None:
         check_job_id(self.job)
@@ -61,11 +64,22 @@ class Job:
     def from_json(cls, data: dict[str, Any]) -> Job:
         return cls(**data)
 
+    @property
+    def deployed(self) -> bool:
+        """A job of a deployed project (an egg), not of the installed one."""
+        return self.version is not None
+
     def crawl_args(self, python: str) -> list[str]:
-        """The spider's command line, an argument list (never a shell): ``python -m scrapy crawl …``.
+        """The spider's command line, an argument list (never a shell): ``python -m scrapy crawl …``, or for a
+        deployed project ``python -m spiders.runner --project P --version V --sha256 D crawl …`` (its pinned egg).
 
         The job id is the worker's registry id; scrapyd's ``_job`` argument is passed as well, as scrapyd does."""
-        argv = [python, "-m", "scrapy", "crawl", self.spider, "-s", f"CRAWLFLEET_JOB={self.job}"]
+        if self.deployed:
+            runner = ["-m", "spiders.runner", "--project", self.project, "--version", str(self.version),
+                      *(["--sha256", self.egg_sha256] if self.egg_sha256 else [])]
+        else:
+            runner = ["-m", "scrapy"]
+        argv = [python, *runner, "crawl", self.spider, "-s", f"CRAWLFLEET_JOB={self.job}"]
         for name, value in self.settings.items():
             argv += ["-s", f"{name}={value}"]
         for name, value in {**self.args, "_job": self.job}.items():

@@ -2,10 +2,12 @@
 
 Like scrapyd's, it keeps one waiting :meth:`~manager.poller.QueuePoller.next` per free slot; a job that arrives is
 spawned as ``python -m scrapy crawl <spider> -s CRAWLFLEET_JOB=<job> …`` (:meth:`manager.jobs.Job.crawl_args`,
-never a shell) in CRAWLFLEET_MANAGER_PROJECT_DIR. :class:`SpiderProcess` records project, spider, job, pid, start
-and end time, exit status and log path (seed table 4-12) and writes the child's stdout and stderr to
-``<logs>/<project>/<spider>/<job>.log`` itself, so a spider that dies before Scrapy's logging starts still leaves
-its traceback there.
+never a shell) in CRAWLFLEET_MANAGER_PROJECT_DIR; a deployed project's job as ``python -m spiders.runner --project
+<p> --version <v> --sha256 <d> crawl …`` (scrapyd's runner: its pinned egg from the host's cache, activated) in
+``$CRAWLFLEET_RUN_DIR/manager/projects/<p>``, without the installed project's SCRAPY_SETTINGS_MODULE.
+:class:`SpiderProcess` records project, spider, job, pid, start and end time, exit status and log path (seed table
+4-12) and writes the child's stdout and stderr to ``<logs>/<project>/<spider>/<job>.log`` itself, so a spider that
+dies before Scrapy's logging starts still leaves its traceback there.
 
 Stopping (``cancel.json``, the *Jobs* page, the manager's own shutdown) sends SIGTERM: a fleet worker then finishes
 what it downloads, commits, leaves the registry and hands its remaining tasks back to ``seeds``. A process still
@@ -102,7 +104,8 @@ class Launcher(Service):
 
     def __init__(self, poller: QueuePoller, history: SqliteJobHistory, logs_dir: Path, max_proc: int,
                  project_dir: Path, kill_timeout: float, env: dict[str, str] | None = None,
-                 reactor: Any = None, on_change: Callable[[], None] | None = None) -> None:
+                 reactor: Any = None, on_change: Callable[[], None] | None = None,
+                 work_dir: Path | None = None) -> None:
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
@@ -111,6 +114,7 @@ class Launcher(Service):
         self.logs_dir = logs_dir
         self.max_proc = max_proc
         self.project_dir = project_dir
+        self.work_dir = work_dir if work_dir is not None else project_dir
         self.kill_timeout = kill_timeout
         self.env = dict(os.environ if env is None else env)
         self.env.setdefault("SCRAPY_SETTINGS_MODULE", "spiders.settings")
@@ -140,11 +144,23 @@ class Launcher(Service):
         argv = job.crawl_args(sys.executable)
         self.processes[slot] = process
         try:
-            self.reactor.spawnProcess(process, sys.executable, args=argv, env=self.env, path=str(self.project_dir))
+            env, cwd = self.environment(job)
+            self.reactor.spawnProcess(process, sys.executable, args=argv, env=env, path=str(cwd))
         except OSError as exc:
             logger.error("could not start %s: %s", job.job, exc)
             process.processEnded(Failure(error.ProcessTerminated(exitCode=127)))
         self.on_change()
+
+    def environment(self, job: Job) -> tuple[dict[str, str], Path]:
+        """The job's environment and working directory: the installed project's, or for a deployed project's job
+        ``<work dir>/<project>`` (where its relative paths, FEEDS files or HTTPCACHE_DIR, land) and no
+        SCRAPY_SETTINGS_MODULE (its runner takes the egg's)."""
+        if not job.deployed:
+            return self.env, self.project_dir
+        cwd = self.work_dir / job.project
+        cwd.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in self.env.items() if k != "SCRAPY_SETTINGS_MODULE"}
+        return {**env, "SCRAPY_PROJECT": job.project}, cwd
 
     def _ended(self, record: JobRecord, slot: int) -> JobRecord:
         self.processes.pop(slot, None)

@@ -21,7 +21,7 @@ from manager.security import CsrfToken
 from messaging import spider_types
 
 HERE = Path(__file__).parent
-PAGES = ("submit", "spiders", "jobs", "fleet", "crawls", "sites", "stats")
+PAGES = ("submit", "spiders", "projects", "jobs", "fleet", "crawls", "schedules", "sites", "stats")
 SPIDER_TYPES = spider_types.NAMES
 
 
@@ -85,10 +85,11 @@ class Page(resource.Resource):
         d.addErrback(lambda _: None)
         return server.NOT_DONE_YET
 
-    def _write(self, request: Any, data: dict[str, Any], code: int) -> None:
+    def _write(self, request: Any, data: dict[str, Any], code: int, template: str | None = None) -> None:
+        """Render the page's template, or ``template`` (a detail view, a 404) with the page's tab current."""
         m = self.manager
         flash = m.flashes.get(_form(request, "flash"))
-        body = self.env.get_template(self.template).render(
+        body = self.env.get_template(template or self.template).render(
             page=self.template.removesuffix(".html"), pages=PAGES, node=m.config.node_name, host=m.host,
             csrf=self.csrf.value, message=flash.text if flash else "", level=flash.level if flash else "",
             now=time.time(), **data)

@@ -5,7 +5,9 @@
 comes from the manager registry and a start on another host is forwarded to its ``schedule.json``), *Jobs*
 (scrapyd's table: pending / running / finished, runtime, log link, Stop), *Crawls* (each crawl's progress; one
 crawl's own page, see :mod:`manager.console`) and *Stats* (charts from ``/api/history`` then ``/api/stats``, drawn
-with the vendored uPlot); *Fleet*, *Sites* and the log view live in :mod:`manager.console_pages`. Every page POST
+with the vendored uPlot); *Fleet*, *Sites* and the log view live in :mod:`manager.console_pages`, *Schedules* in
+:mod:`manager.schedules`, the home page (``/``, scrapyd's) and *Projects* (deployed projects) in
+:mod:`manager.project_pages`. Every page POST
 carries the form token (:class:`manager.security.CsrfToken`); :class:`ManagerSite` refuses cross-site and rebinding
 requests before any resource sees them. Logs are served as ``text/plain`` with ``nosniff`` (a crawled ``<script>``
 stays text).
@@ -23,7 +25,6 @@ from typing import Any
 
 from twisted.internet import defer
 from twisted.web import http, resource, server, static
-from twisted.web.util import Redirect
 
 from manager import console, console_data, fleet
 from manager.api import api_root
@@ -35,7 +36,9 @@ from manager.jobs import InvalidJob
 from manager.logs import Logs
 from manager.metrics import MetricsResource
 from manager.pages import HERE, SPIDER_TYPES, Page, _form, environment, parse_pairs
+from manager.project_pages import HomePage, ProjectsPage
 from manager.registry import ManagerRegistry
+from manager.schedules import SchedulesPage
 from manager.security import CsrfToken, host_allowed, state_change_refusal, with_basic_auth
 from manager.webservice import SCRAPYD_RESOURCES, ApiError, job_from_request
 from messaging import clients
@@ -171,21 +174,13 @@ class CrawlsPage(Page):
         except ValueError:
             page, item = 1, None
         d = console.crawl_context(self.manager, crawlid, page, item)
-        d.addCallback(lambda data: self._write_with(request, "crawl.html", data, http.OK))
-        d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write_with(
-            request, "notfound.html", {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND))
-        d.addErrback(lambda f: self._write_with(request, "notfound.html", {"what": f.getErrorMessage(),
-                                                                            "title": "Error"},
-                                                http.INTERNAL_SERVER_ERROR))
+        d.addCallback(lambda data: self._write(request, data, http.OK, "crawl.html"))
+        d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write(
+            request, {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND, "notfound.html"))
+        d.addErrback(lambda f: self._write(request, {"what": f.getErrorMessage(), "title": "Error"},
+                                           http.INTERNAL_SERVER_ERROR, "notfound.html"))
         d.addErrback(lambda _: None)
         return server.NOT_DONE_YET
-
-    def _write_with(self, request: Any, template: str, data: dict[str, Any], code: int) -> None:
-        previous, self.template = self.template, template
-        try:
-            self._write(request, {**data, "page_name": "crawls"}, code)
-        finally:
-            self.template = previous
 
     def context(self, request: Any) -> Any:
         crawlid = _form(request, "crawl")
@@ -232,11 +227,12 @@ class Root(resource.Resource):
         self.putChild(b"items", Items(manager))
         self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
-        for name, cls in ((b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
+        for name, cls in ((b"", HomePage), (b"projects", ProjectsPage),
+                          (b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
                           (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage), (b"sites", SitesPage),
+                          (b"schedules", SchedulesPage),
                           (b"logview", LogViewPage)):
             self.putChild(name, cls(manager, env, csrf))
-        self.putChild(b"", Redirect(b"/jobs"))
 
     def getChild(self, path: bytes, request: Any) -> Any:
         name = path.decode("utf-8", "replace")

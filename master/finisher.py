@@ -112,11 +112,14 @@ class Finisher:
     """Checks candidate crawls and produces one ``crawl_finished`` event per crawl (see the module docstring)."""
 
     def __init__(self, redis: Any, send: Callable[[dict[str, Any]], None], crawl_ttl: float = 0,
-                 scan_budget: int = SCAN_BUDGET) -> None:
+                 scan_budget: int = SCAN_BUDGET,
+                 on_finished: Callable[[dict[str, Any]], None] | None = None) -> None:
         """``send`` produces an event and returns once it is acknowledged (e.g. produce + flush); ``scan_budget``
-        bounds the ``seeds`` entries one :meth:`check` reads for the verification sweep."""
+        bounds the ``seeds`` entries one :meth:`check` reads for the verification sweep; ``on_finished`` gets every
+        event sent, before it is marked sent (the notifier enqueues the crawl's notifications, idempotently)."""
         self.redis = redis
         self.send = send
+        self.on_finished = on_finished
         self.crawl_ttl = crawl_ttl
         self.scan_budget = max(1, scan_budget)
         self._finish = redis.register_script(_FINISH)
@@ -260,7 +263,10 @@ class Finisher:
 
     def _announce(self, crawlid: str, now: float) -> bool:
         crawl_key = keys.crawl(crawlid)
-        self.send(self._event(crawlid, now))
+        event = self._event(crawlid, now)
+        self.send(event)
+        if self.on_finished is not None:
+            self.on_finished(event)
         self.redis.hset(crawl_key, EVENT_FIELD, "sent")
         self.redis.srem(keys.FINISH_CANDIDATES, crawlid)
         if self.crawl_ttl > 0:

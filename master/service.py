@@ -7,10 +7,14 @@ Every master contends in the ZooKeeper election (``master.election``); the stand
 2. then loops until it must step down: detects leaves (heartbeat older than CRAWLFLEET_HEARTBEAT_TTL by the Redis
    clock: retire the job, put its queues and leases back into ``seeds``) and runs a dispatch round
    (``master.dispatcher``). When a round moved nothing it waits CRAWLFLEET_DISPATCH_INTERVAL.
+   Every CRAWLFLEET_SCHEDULE_INTERVAL it also fires the schedules' due times (``master.schedules``), each a new
+   crawl, fenced by its epoch.
 3. meanwhile its *reporting thread*, every CRAWLFLEET_FINISH_INTERVAL, checks for finished crawls
    (``master.finisher``, events to the outbound topic) and produces dead letters (tasks the dispatcher could not
    place, ``master.staging``) to the failed topic — off the dispatch path, so that neither Kafka's latency nor the
-   finisher's sweep of ``seeds`` delays a round or a failover.
+   finisher's sweep of ``seeds`` delays a round or a failover;
+4. and its *notifier thread* (``master.notifier``) looks for stalled crawls and posts crawl events to their
+   receivers (webhooks), each attempt with a timeout, so a slow receiver holds back nothing but notifications.
 
 SIGTERM/SIGINT: the current step completes (a batch is always settled before the loop looks at the flag), the
 election node is released, and the process exits, so a standby takes over at once.
@@ -31,8 +35,10 @@ from frontier.weights import minute_of
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.election import Leadership
 from master.finisher import Finisher
+from master.notifier import Notifier
 from master.requeue import Requeuer
 from master.revisits import RevisitMover
+from master.schedules import ScheduleFirer
 from master.staging import LeadershipLost, send_dead_letters
 from messaging import clients, modules
 from messaging.clock import RedisClock
@@ -40,12 +46,13 @@ from messaging.identity import node_name
 from messaging.outage import OutageLog
 from messaging.settings import Settings
 from messaging.siteconfig import SitePaths
-from messaging.stats import Stats
+from messaging.stats import EVENTS, Stats
 
 logger = logging.getLogger(__name__)
 STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
 REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
+ALERTED_EVENTS = ("worker_left", "dead_letters")  # deploy/monitoring/alerts.yml reads their counters
 
 
 class MasterService:
@@ -60,10 +67,13 @@ class MasterService:
         self._producer: Any = None
         self._producer_lock = threading.Lock()
         self.stats = Stats(self.redis, STATS_MODULE)
+        for plugin in ALERTED_EVENTS:  # a series from 0, so that the alert rules' increase() sees the first one
+            EVENTS.labels(STATS_MODULE, plugin)
         self.dispatch_outage = OutageLog(logger, "master: dispatch rounds (Redis)")
         self._grace_until = float("-inf")  # no worker is retired before this (Redis clock): see _leaves
         self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")
         self._slow: set[str] = set()  # workers last seen slow (logged when that changes)
+        self.notifier = Notifier(self.redis, settings, self.clock)
 
     def run(self) -> None:
         """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
@@ -87,12 +97,15 @@ class MasterService:
                                 self.stats)
         requeuer = Requeuer(self.redis, epoch)
         revisits = RevisitMover(self.redis, epoch, settings.revisit_batch)
+        schedules = ScheduleFirer(self.redis, epoch, settings)
         done = threading.Event()
         reporter = threading.Thread(target=self._report, args=(done,), name="master-reporter", daemon=True)
+        notifier = threading.Thread(target=self.notifier.run, args=(done,), name="master-notifier", daemon=True)
         try:
             self._settle_earlier(dispatcher, requeuer)
             reporter.start()
-            next_leaves = next_revisits = 0.0
+            notifier.start()
+            next_leaves = next_revisits = next_schedules = 0.0
             if self._redis_was_away():
                 # no heartbeat could be written while Redis was away: give the workers one TTL to write again
                 next_leaves = self.clock.now() + settings.heartbeat_ttl
@@ -107,6 +120,9 @@ class MasterService:
                     if now >= next_revisits:
                         revisits.round(now)
                         next_revisits = now + settings.revisit_interval
+                    if now >= next_schedules:
+                        schedules.round(now)
+                        next_schedules = now + settings.schedule_interval
                     result = dispatcher.round(now)
                 except RedisError as exc:
                     # Redis away: say so once and step down; the election takes a new epoch once Redis answers, and
@@ -124,6 +140,8 @@ class MasterService:
             done.set()
             if reporter.is_alive():
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)
+            if notifier.is_alive():  # at most one delivery attempt in flight
+                notifier.join(timeout=2 * settings.notify_timeout + 5)
 
     def _redis_was_away(self) -> bool:
         """Whether this master saw Redis (or ZooKeeper, for its election) fail within the last heartbeat TTL."""
@@ -143,7 +161,7 @@ class MasterService:
     def _report(self, done: threading.Event) -> None:
         """The leader's second thread: finished crawls (``crawl_finished`` events) and dead letters go to Kafka here,
         so that neither a slow producer nor the finisher's sweep of ``seeds`` ever holds back a dispatch round."""
-        finisher = Finisher(self.redis, self._send, self.settings.crawl_ttl)
+        finisher = self._finisher()
         while not done.is_set():
             try:
                 finisher.check(self.clock.now())
@@ -154,8 +172,11 @@ class MasterService:
                 if self.report_outage.ok() is not None:
                     # a verification sweep begun before the outage read a seeds that a Redis restart may have
                     # rebuilt (its ZSCAN cursor means nothing now): the next one starts afresh
-                    finisher = Finisher(self.redis, self._send, self.settings.crawl_ttl)
+                    finisher = self._finisher()
             done.wait(self.settings.finish_interval)
+
+    def _finisher(self) -> Finisher:
+        return Finisher(self.redis, self._send, self.settings.crawl_ttl, on_finished=self.notifier.crawl_finished)
 
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
         """Retire the workers that are gone (no heartbeat within the TTL); a slow one (fresh heartbeat, its feed

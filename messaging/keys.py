@@ -408,6 +408,44 @@ METRICS_INDEX = "endpoints:metrics"
 the endpoints without a scan of the keyspace; a member whose key has expired is removed by the next reader."""
 
 
+# --- schedules (issue 42: crawls on a cron schedule; hash tag: seeds, fenced by the master epoch) ----------------
+SCHEDULES = "schedules:{seeds}"
+"""set: the names of the schedules (``crawlfleet schedule add``); the leading master fires their due times."""
+
+
+def schedule(name: str) -> str:
+    """hash: one schedule: ``cron``, ``tz``, ``request`` (the crawl request it submits, JSON), ``created``,
+    ``paused`` (since when), ``after`` (due times after this are still to fire), ``pending``/``pending_crawlid``
+    (a firing begun, not yet recorded), the last firing (``last_due``, ``last_crawlid``, ``last_fired``,
+    ``last_late``, ``last_outcome``) and the due times skipped past the grace period (``missed``, ``last_missed``).
+    Same slot as ``seeds``: the leader's firing steps check ``MASTER_EPOCH`` in the same call."""
+    return f"schedule:{{seeds}}:{name}"
+
+
+def schedule_history(name: str) -> str:
+    """list: a schedule's latest firings and skipped times (JSON: due, crawl id, fired, late, outcome), newest
+    first, capped."""
+    return f"schedule:{{seeds}}:{name}:history"
+
+
+# --- notifications (issue 42: webhooks per crawl event; hash tag: notify) ---------------------------------------
+NOTIFY_DUE = "notify:{notify}:due"
+"""zset: id of a notification still to deliver -> when its next attempt is due (Redis time)."""
+
+
+def notify_event(event_id: str) -> str:
+    """hash: one notification (an event of a crawl for one receiver): ``state`` (pending, delivered, failed),
+    ``url``, ``body`` (the event, JSON), ``attempts``, ``claimed`` (until when a sender holds it), ``status`` and
+    ``error`` of the last attempt, ``created``, ``delivered``. Kept for CRAWLFLEET_CRAWL_TTL once delivered or given
+    up, so that the same event is never enqueued, nor sent, again."""
+    return f"notify:{{notify}}:event:{event_id}"
+
+
+NOTIFY_PROGRESS = "notify:{notify}:progress"
+"""hash: crawlid -> ``<progress> <since> <alerted>``: a running crawl's counts as last seen, since when they have
+not moved (Redis time), and whether its ``stalled`` event was raised (master/notifier.py)."""
+
+
 # --- health checks ----------------------------------------------------------------------------------------------
 def health(who: str) -> str:
     """string with TTL: written by a health check (``crawlfleet services status``, the fleet's supervisor) to prove

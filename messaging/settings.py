@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from messaging import request_kinds
+from messaging.settings_fields import SettingsFields
+
 PREFIX = "CRAWLFLEET_"
 
 
@@ -41,9 +44,44 @@ class Setting:
     group: str
     parse: Callable[[str], Any] = str
     state_key: str | None = None  # the state-file field that supplies a default for a local run
+    secret: bool = False  # a password, a key or a URL that may carry a token: never shown whole (`shown`)
+
+    def shown(self, value: Any) -> str:
+        """The value as ``crawlfleet settings`` may print it: a secret is only said to be set (a URL keeps its
+        scheme, host and path, :func:`redact_url`)."""
+        text = str(value)
+        if not self.secret or not text:
+            return text
+        return redact_url(text) if "://" in text else "(set, hidden)"
+
+    @property
+    def attribute(self) -> str:
+        """Its attribute on :class:`Settings`: ``CRAWLFLEET_REDIS_URL`` -> ``redis_url``."""
+        return self.name[len(PREFIX):].lower()
+
+    @property
+    def type(self) -> type:
+        """The type of its value: what ``parse`` makes of a string (``str`` unless int, float or a boolean)."""
+        return _PARSED_TYPES.get(self.parse, str)
+
+
+def redact_url(url: str) -> str:
+    """A URL without what may be a credential: user information and the query become ``***``, the fragment goes.
+    For logs and pages (a webhook URL often carries its token in the query)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = "***@" + netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
+    except ValueError:
+        return "(an unreadable URL)"
 
 
 SETTINGS: dict[str, Setting] = {}
+_PARSED_TYPES: dict[Callable[[str], Any], type] = {int: int, float: float, parse_bool: bool}
 
 
 def define(
@@ -54,13 +92,14 @@ def define(
     group: str,
     parse: Callable[[str], Any] = str,
     state_key: str | None = None,
+    secret: bool = False,
 ) -> Setting:
     """Declare a setting; every ``CRAWLFLEET_*`` variable that any component reads must be declared."""
     if not name.startswith(PREFIX):
         raise ValueError(f"setting names start with {PREFIX}: {name}")
     if name in SETTINGS:
         raise ValueError(f"setting declared twice: {name}")
-    setting = Setting(name, default, doc, group, parse, state_key)
+    setting = Setting(name, default, doc, group, parse, state_key, secret)
     SETTINGS[name] = setting
     return setting
 
@@ -113,7 +152,7 @@ define("CRAWLFLEET_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT",
 define("CRAWLFLEET_KAFKA_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with a SASL protocol).",
        group="kafka")
 define("CRAWLFLEET_KAFKA_SASL_USERNAME", "", "SASL user name.", group="kafka")
-define("CRAWLFLEET_KAFKA_SASL_PASSWORD", "", "SASL password.", group="kafka")
+define("CRAWLFLEET_KAFKA_SASL_PASSWORD", "", "SASL password.", group="kafka", secret=True)
 define("CRAWLFLEET_KAFKA_SSL_CAFILE", "", "CA bundle for SSL/SASL_SSL.", group="kafka")
 define("CRAWLFLEET_KAFKA_SSL_CERTFILE", "", "Client certificate for SSL.", group="kafka")
 define("CRAWLFLEET_KAFKA_SSL_KEYFILE", "", "Client key for SSL.", group="kafka")
@@ -148,6 +187,10 @@ define("CRAWLFLEET_MONGO_DB", "crawlfleet", "Database that holds the items (one 
 define("CRAWLFLEET_WORKER_IP", "",
        "Host IP identity: this host's address as crawled sites see it without a proxy (per-IP throttles). "
        "Default: the address of the interface that routes outwards.", group="worker")
+define("CRAWLFLEET_JOB", "",
+       "A worker's job id: its name in the registry and the prefix of its queues, never reused (``crawlfleet "
+       "worker --job``, the manager's job id, or ``-s CRAWLFLEET_JOB=…``). Default: "
+       "``<host>-<spider type>-<pid>-<random>``.", group="worker")
 
 # --- metrics -----------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_METRICS_PORT", 0,
@@ -235,12 +278,10 @@ define("CRAWLFLEET_INCOMING_PARTITIONS", 4,
        "for the incoming topic; existing topics are left as they are).", group="messaging", parse=int)
 define("CRAWLFLEET_KAFKA_GROUP", "crawlfleet-kafka-monitor", "Consumer group of the Kafka monitors.",
        group="messaging")
-_KAFKA_PLUGINS = "messaging.kafka_monitor.plugins."
-define("CRAWLFLEET_KAFKA_MONITOR_PLUGINS",
-       ",".join(_KAFKA_PLUGINS + name for name in ("crawl.CrawlPlugin", "info.InfoPlugin", "stats.StatsPlugin",
-                                                    "zookeeper.ZookeeperPlugin", "stop.StopPlugin")),
-       "The Kafka monitor's plugin chain: dotted paths of plugin classes, comma-separated, in order. A request "
-       "passes through every plugin that handles its kind.", group="messaging")
+define("CRAWLFLEET_KAFKA_MONITOR_PLUGINS", request_kinds.kafka_plugins(),
+       "The Kafka monitor's plugin chain: dotted paths of plugin classes, comma-separated, in order (default: the "
+       "plugin of every request kind of ``messaging.request_kinds``). A request passes through every plugin that "
+       "handles its kind; the plugins of the kinds CRAWLFLEET_REQUEST_KINDS adds follow.", group="messaging")
 define("CRAWLFLEET_KAFKA_MONITOR_BATCH", 2000,
        "Records one poll of the Kafka monitor takes at most (validated, written to Redis in one pipeline, then "
        "committed).", group="messaging", parse=int)
@@ -260,11 +301,14 @@ define("CRAWLFLEET_CRAWL_TTL", 7 * 86400,
 define("CRAWLFLEET_REQUEST_TTL", 86400,
        "Seconds an info, stats, site-config or stop request waits in Redis for a Redis monitor before it expires.",
        group="messaging", parse=int)
-_REDIS_PLUGINS = "messaging.redis_monitor.plugins."
-define("CRAWLFLEET_REDIS_MONITOR_PLUGINS",
-       ",".join(_REDIS_PLUGINS + name for name in ("stop.StopPlugin", "zookeeper.ZookeeperPlugin", "info.InfoPlugin",
-                                                    "stats.StatsPlugin")),
-       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request.",
+define("CRAWLFLEET_REDIS_MONITOR_PLUGINS", request_kinds.redis_plugins(),
+       "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request "
+       "(default: the answering plugin of every request kind of ``messaging.request_kinds``; those of the kinds "
+       "CRAWLFLEET_REQUEST_KINDS adds follow).", group="messaging")
+define("CRAWLFLEET_REQUEST_KINDS", "",
+       "Request kinds of your own, beside the built-in ones: dotted paths (``package.module:KIND``) of "
+       "``messaging.request_kinds.RequestKind`` entries, comma-separated. The monitors and the command line "
+       "recognise, validate, store, answer and ask them like the built-in kinds (docs/extending.md).",
        group="messaging")
 define("CRAWLFLEET_REDIS_MONITOR_INTERVAL", 1.0,
        "Seconds a Redis monitor's blocking read of the request streams waits for a request before it looks again "
@@ -323,6 +367,49 @@ define("CRAWLFLEET_REVISIT_INTERVAL", 0.5,
        group="master", parse=float)
 define("CRAWLFLEET_REVISIT_BATCH", 1000, "Most due URLs of one crawl moved back to seeds per look.",
        group="master", parse=int)
+
+# --- master: schedules (issue 42; messaging/schedules.py, master/schedules.py) ------------------------------------
+define("CRAWLFLEET_SCHEDULE_INTERVAL", 1.0,
+       "Seconds between the leading master's looks at the schedules (``crawlfleet schedule``): a firing is up to "
+       "this late.", group="master", parse=float)
+define("CRAWLFLEET_SCHEDULE_GRACE", 3600.0,
+       "Seconds a schedule's due time may be missed (no master led then) and still fire, late, once; a due time "
+       "older than this when a leader looks is skipped, logged and counted as missed on the schedule.",
+       group="master", parse=float)
+define("CRAWLFLEET_SCHEDULE_HISTORY", 50,
+       "Firings (and skipped due times) kept per schedule for ``crawlfleet schedule show`` and the Schedules page.",
+       group="master", parse=int)
+
+# --- alerts: webhooks per crawl event (issue 42; messaging/notify.py, master/notifier.py) --------------------------
+define("CRAWLFLEET_NOTIFY_URL", "",
+       "Fleet-wide default receiver of crawl events (a JSON POST per event) for crawls whose request has no "
+       "``notify``. Empty: only crawls that ask are notified. Shown redacted (its query may hold a token).",
+       group="alerts", secret=True)
+define("CRAWLFLEET_NOTIFY_ON", "finished,failed,stalled,empty",
+       "Events the fleet-wide default receiver gets, comma-separated: ``finished``, ``failed`` (the start URL "
+       "failed, or every task was dead-lettered), ``stalled`` (no progress for CRAWLFLEET_STALL_AFTER), ``empty`` "
+       "(finished without items).", group="alerts")
+define("CRAWLFLEET_NOTIFY_SECRET", "",
+       "Key of the notifications' signature: header ``X-Crawlfleet-Signature: sha256=<hex>``, the HMAC-SHA256 of "
+       "the body (which holds the attempt's ``timestamp``, also sent as ``X-Crawlfleet-Timestamp``). Empty: "
+       "unsigned (logged once). Never logged or shown.", group="alerts", secret=True)
+define("CRAWLFLEET_NOTIFY_TIMEOUT", 10.0,
+       "Seconds one delivery attempt may take (connect and answer); a slower receiver counts as failed and is "
+       "tried again later.", group="alerts", parse=float)
+define("CRAWLFLEET_NOTIFY_ATTEMPTS", 12,
+       "Attempts per notification before it is given up (logged); a 4xx answer other than 408, 425 and 429 gives "
+       "up at once (the receiver refused it).", group="alerts", parse=int)
+define("CRAWLFLEET_NOTIFY_BACKOFF", 2.0,
+       "Seconds before the second attempt of a notification; each further wait doubles (a Retry-After answer "
+       "may ask for longer), up to CRAWLFLEET_NOTIFY_BACKOFF_MAX.", group="alerts", parse=float)
+define("CRAWLFLEET_NOTIFY_BACKOFF_MAX", 600.0, "Longest wait in seconds between two attempts of a notification.",
+       group="alerts", parse=float)
+define("CRAWLFLEET_NOTIFY_INTERVAL", 1.0,
+       "Seconds between the leading master's notifier passes (stall checks, due deliveries), on a thread of its "
+       "own: a slow receiver never holds back dispatch, heartbeats or the finisher.", group="alerts", parse=float)
+define("CRAWLFLEET_STALL_AFTER", 1800.0,
+       "Seconds a running crawl with work left may go without progress (its pages, failures and re-processings "
+       "counted) before its ``stalled`` event; one event per stall.", group="alerts", parse=float)
 
 # --- dedup: Bloom filter (frontier/bloom, spiders/dupefilter.py) ---------------------------------------------------
 define("CRAWLFLEET_BLOOM_NAMESPACE", "crawl",
@@ -475,7 +562,7 @@ define("CRAWLFLEET_MANAGER_PORT", 6800, "Port of the manager's API and pages (sc
        parse=int)
 define("CRAWLFLEET_MANAGER_AUTH", "",
        "HTTP basic authentication of the manager, ``user:password`` (as scrapyd's username/password; scrapyd "
-       "clients send it). Empty: none, allowed on a loopback bind only.", group="manager")
+       "clients send it). Empty: none, allowed on a loopback bind only.", group="manager", secret=True)
 define("CRAWLFLEET_MANAGER_URL", "",
        "URL other managers and their pages use to reach this one (default: http://<bind address>:<port>, the "
        "host name when bound to every address).", group="manager")
@@ -513,6 +600,24 @@ define("CRAWLFLEET_MANAGER_BODY_TIMEOUT", 30.0,
 define("CRAWLFLEET_MANAGER_HEARTBEAT_INTERVAL", 5.0,
        "Seconds between the manager's heartbeats in the managers' registry (its entry expires after four).",
        group="manager", parse=float)
+define("CRAWLFLEET_MANAGER_BUILTIN_PROJECT", True,
+       "Serve the installed project ``crawlfleet`` (the fleet's rule spiders) beside the deployed ones, first in "
+       "``listprojects.json``. Off: deployed projects only, as scrapyd with no project in its ``[settings]``.",
+       group="manager", parse=parse_bool)
+
+# --- projects: deployed Scrapy projects, their eggs (messaging/eggs.py, messaging/egg_cache.py, spiders/runner.py)
+define("CRAWLFLEET_EGGS_COLLECTION", "_eggs",
+       "GridFS bucket (in CRAWLFLEET_MONGO_DB) of the deployed projects' eggs, one per (project, version): "
+       "``<name>.files`` and ``<name>.chunks``, and ``<name>.versions`` (one document per version: digest, size, "
+       "upload time). Every host's manager and workers load eggs from there.", group="projects")
+define("CRAWLFLEET_EGG_CACHE_DIR", "",
+       "Directory of this host's egg cache: each version fetched once, checked by its SHA-256 (default: "
+       "$CRAWLFLEET_RUN_DIR/eggs).", group="projects")
+define("CRAWLFLEET_EGG_MAX_BYTES", 64 * 1024 * 1024,
+       "Largest egg ``addversion.json`` accepts, in bytes.", group="projects", parse=int)
+define("CRAWLFLEET_EGG_CHECK_TIMEOUT", 60.0,
+       "Seconds the project's spider loader has to list its spiders (a child process, at ``addversion.json`` and "
+       "``listspiders.json``) before it is killed and the egg refused.", group="projects", parse=float)
 
 # --- proxy: the proxy pool (spiders/proxies, spiders/spiders/proxy.py, spiders/middlewares/proxy.py) -----------
 define("CRAWLFLEET_PROXY_COLLECTION", "proxies",
@@ -557,12 +662,24 @@ define("CRAWLFLEET_PROXY_API_BIND", "127.0.0.1", "Address of ``crawlfleet proxie
 define("CRAWLFLEET_PROXY_API_PORT", 6801, "Port of ``crawlfleet proxies serve``.", group="proxy", parse=int)
 
 
-class Settings(Mapping[str, Any]):
-    """Resolved settings: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``."""
+class Settings(SettingsFields, Mapping[str, Any]):
+    """Resolved settings, immutable: ``settings["CRAWLFLEET_REDIS_URL"]`` or ``settings.redis_url``.
+
+    Every declared setting is an attribute, typed in :class:`messaging.settings_fields.SettingsFields` (generated
+    from the registry by ``make readme``), so that a misspelt name or a wrong type fails ``make lint``.
+    """
+
+    _values: dict[str, Any]
+    _sources: dict[str, str]
 
     def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
-        self._values = dict(values)
-        self._sources = dict(sources)
+        object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "_sources", dict(sources))
+        for name, value in self._values.items():
+            object.__setattr__(self, name[len(PREFIX):].lower(), value)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"settings are read-only: {attr} (resolve new ones with messaging.settings.load)")
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -572,12 +689,6 @@ class Settings(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._values)
-
-    def __getattr__(self, attr: str) -> Any:
-        try:
-            return self._values[PREFIX + attr.upper()]
-        except KeyError:
-            raise AttributeError(attr) from None
 
     def source(self, name: str) -> str:
         """Where a value came from: ``env``, ``state`` or ``default``."""
@@ -610,8 +721,36 @@ def read_state(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:
-    """Resolve every declared setting from ``env`` (default: ``os.environ``), the state file and the defaults."""
-    env = os.environ if env is None else env
+    """Resolve every declared setting from ``env`` (default: ``os.environ``), the state file and the defaults.
+
+    Without ``env``, a process reads its settings once: the result is kept while the process's CRAWLFLEET_*
+    variables, the state file and the registry stay what they were (a local run's ``crawlfleet up`` rewrites the
+    state file; a test defines a setting), and resolved again when one of them changed.
+    """
+    if env is not None:
+        return _resolve(env)
+    variables = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith(PREFIX)))
+    run_dir = os.environ.get("CRAWLFLEET_RUN_DIR") or SETTINGS["CRAWLFLEET_RUN_DIR"].default
+    key = (variables, _state_version(run_dir), len(SETTINGS))
+    cached = _loaded.get(key)
+    if cached is None:
+        _loaded.clear()
+        cached = _loaded[key] = _resolve(os.environ)
+    return cached
+
+
+_loaded: dict[tuple[Any, ...], Settings] = {}
+
+
+def _state_version(run_dir: str) -> tuple[int, int] | None:
+    try:
+        stat = state_path(run_dir).stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _resolve(env: Mapping[str, str]) -> Settings:
     run_dir = env.get("CRAWLFLEET_RUN_DIR") or SETTINGS["CRAWLFLEET_RUN_DIR"].default
     state = read_state(run_dir)
     values: dict[str, Any] = {}

@@ -94,6 +94,7 @@ class CrawlFields:
     ITEMS = "items"  # items stored
     ENQUEUED = "enqueued"  # tasks ever put into seeds
     UNTIL = "until"  # Unix time after which a revisiting crawl stops revisiting (frontier.revisit)
+    NOTIFY = "notify"  # JSON {"url", "on"}: where the crawl's events are POSTed (messaging.notify)
 
 
 class CrawlState:

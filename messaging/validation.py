@@ -25,8 +25,9 @@ ECMA-262 and jsonschema-rs alike, where ``\\Z`` is not.
 A rejection names the most relevant error (jsonschema's ``best_match``: the shallowest one first) as a JSON path and
 a message, e.g. ``$.rule.first_page_xpath.list_from: '//[' is not a valid XPath: Invalid expression``.
 
-The kind is recognised from the fields, as the seed does (4.1.2.1): ``action`` says info, stop or a site-config
-change; ``stats`` says a stats request; ``url``, ``rule`` or ``spider_type`` say a crawl request.
+The kind is recognised from the fields, as the seed does (4.1.2.1), by the registry of request kinds
+(:mod:`messaging.request_kinds`): ``action`` says info, stop or a site-config change; ``stats`` says a stats request;
+``url``, ``rule`` or ``spider_type`` say a crawl request. Each kind's schema is the registry's too.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,13 +48,13 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
 from lxml import etree
 
-from messaging import spider_types
+from messaging import request_kinds, spider_types
 from messaging.domains import host_problem
 from messaging.regexes import UnsafeRegex, exslt_regex_problem, regex_problem
 
-CRAWL, INFO, STATS, SITE, STOP = "crawl", "info", "stats", "site", "stop"
-SITE_ACTIONS = ("rate", "rate-remove", "blacklist", "blacklist-remove")
-SCHEMA_FILES = {CRAWL: "crawl.json", INFO: "info.json", STATS: "stats.json", SITE: "site.json", STOP: "stop.json"}
+CRAWL, INFO, STATS, SITE, STOP = (request_kinds.CRAWL, request_kinds.INFO, request_kinds.STATS, request_kinds.SITE,
+                                   request_kinds.STOP)
+SITE_ACTIONS = request_kinds.SITE_ACTIONS
 RULE_FILES = spider_types.rule_files()  # spider type -> its rule schema
 DEFAULT_MAX_BYTES = 512 * 1024
 MESSAGE_LIMIT = 300  # characters of an error message: a reason quotes the offending value, but not all of it
@@ -218,6 +220,9 @@ _FORMAT_NAMES = {"http-url": "an absolute http(s) URL", "xpath": "a valid XPath"
 
 # --- schemas -----------------------------------------------------------------------------------------------------
 def load_schema(filename: str) -> dict[str, Any]:
+    """A schema of ``messaging/schemas/``, or the file at an absolute path (a request kind of one's own)."""
+    if Path(filename).is_absolute():
+        return json.loads(Path(filename).read_text(encoding="utf-8"))
     return json.loads(resources.files("messaging.schemas").joinpath(filename).read_text(encoding="utf-8"))
 
 
@@ -241,7 +246,7 @@ def _inline(node: Any, base: str, schemas: dict[str, dict[str, Any]]) -> Any:
 @cache
 def validator(filename: str) -> Draft202012Validator:
     """The compiled validator of one schema file, references inlined (compiled once per process)."""
-    names = {"common.json", *SCHEMA_FILES.values(), *RULE_FILES.values()}
+    names = {"common.json", *request_kinds.schema_files().values(), *RULE_FILES.values()}
     schemas = {name: load_schema(name) for name in names}
     for schema in schemas.values():
         Draft202012Validator.check_schema(schema)
@@ -285,6 +290,15 @@ class CompiledSchema:
 @cache
 def compiled(filename: str) -> CompiledSchema:
     return CompiledSchema(validator(filename))
+
+
+def _forget_compiled() -> None:
+    """A kind was registered: its schema joins the set every validator resolves references in."""
+    validator.cache_clear()
+    compiled.cache_clear()
+
+
+request_kinds.on_change(_forget_compiled)
 
 
 # --- parsing -----------------------------------------------------------------------------------------------------
@@ -358,25 +372,20 @@ def _json_type(value: Any) -> str:
 
 
 def detect_kind(message: Any) -> str:
-    """The request's kind from its fields (seed 4.1.2.1); :class:`Rejected` when it is none of them."""
+    """The request's kind from its fields (seed 4.1.2.1, :func:`messaging.request_kinds.detect`); :class:`Rejected`
+    when it is none of them."""
     if not isinstance(message, dict):
         raise Rejected("$", f"a request is a JSON object, not {_json_type(message)}")
+    found = request_kinds.detect(message)
+    if found is not None:
+        return found.name
     if "action" in message:
-        action = message["action"]
-        if action == "info":
-            return INFO
-        if action == "stop":
-            return STOP
-        if action in SITE_ACTIONS:
-            return SITE
-        known = ", ".join(("info", "stop", *SITE_ACTIONS))
-        raise Rejected("$.action", f"{_short(action)} is not a known action (one of {known})")
-    if "stats" in message:
-        return STATS
-    if any(field in message for field in ("url", "rule", "spider_type")):
-        return CRAWL
-    raise Rejected("$", "unknown request kind: a crawl request has url, rule and spider_type; info, stop and "
-                        "site-config requests have an action; a stats request has stats")
+        known = ", ".join(request_kinds.actions())
+        raise Rejected("$.action", f"{_short(message['action'])} is not a known action (one of {known})")
+    described = "; ".join(f"{', '.join(entry.fields)} for a {entry.name} request" for entry in request_kinds.kinds()
+                          if entry.fields)
+    raise Rejected("$", f"unknown request kind: an action ({', '.join(request_kinds.actions())}) or a field of a "
+                        f"kind ({described})")
 
 
 def first_error(kind: str, message: dict[str, Any]) -> Rejected | None:
@@ -386,7 +395,7 @@ def first_error(kind: str, message: dict[str, Any]) -> Rejected | None:
     rule's contents, then the rule against its spider type's rule schema. The second step is cached by the rule's
     text, because the many requests of one crawl share one rule (and rules are the costly part to validate).
     """
-    whole = compiled(SCHEMA_FILES[kind])
+    whole = compiled(request_kinds.kind(kind).schema)
     if whole.fast.is_valid(message):
         return revisit_error(message["rule"].get("revisit")) if kind == CRAWL else None
     if kind != CRAWL:
@@ -414,7 +423,7 @@ def revisit_error(revisit: Any) -> Rejected | None:
 
 @cache
 def _crawl_envelope() -> CompiledSchema:
-    schema = {key: value for key, value in validator(SCHEMA_FILES[CRAWL]).schema.items() if key != "allOf"}
+    schema = {key: value for key, value in validator(request_kinds.kind(CRAWL).schema).schema.items() if key != "allOf"}
     return CompiledSchema(Draft202012Validator(schema, format_checker=FORMATS))
 
 

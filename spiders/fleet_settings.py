@@ -13,7 +13,24 @@ from messaging.settings import SETTINGS, Settings, load
 
 
 def crawlfleet_settings(scrapy_settings: Any = None) -> Settings:
-    """crawlfleet's settings, where any CRAWLFLEET_* name set in the Scrapy settings overrides the environment."""
+    """crawlfleet's settings, where any CRAWLFLEET_* name set in the Scrapy settings overrides the environment.
+
+    Read once per crawler: the result for frozen Scrapy settings (a running crawler's) is kept on them, so the many
+    components that ask share one object.
+    """
+    if scrapy_settings is not None and getattr(scrapy_settings, "frozen", False):
+        cached = getattr(scrapy_settings, _CACHE, None)
+        if cached is None:
+            cached = _resolve(scrapy_settings)
+            setattr(scrapy_settings, _CACHE, cached)
+        return cached
+    return _resolve(scrapy_settings)
+
+
+_CACHE = "_crawlfleet_settings"
+
+
+def _resolve(scrapy_settings: Any) -> Settings:
     settings = load()
     if scrapy_settings is None:
         return settings

@@ -23,7 +23,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError
 
-from messaging import clients, keys, modules
+from messaging import clients, keys, modules, request_kinds
 from messaging.answers import answer_for, failed_record
 from messaging.clients import RedisClient
 from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
@@ -69,7 +69,7 @@ class KafkaMonitor:
                  plugins: list[Plugin] | None = None) -> None:
         self.settings = settings
         self.redis = redis if redis is not None else clients.redis_client(settings)
-        self.plugins = plugins if plugins is not None else load_plugins(settings.kafka_monitor_plugins)
+        self.plugins = plugins if plugins is not None else load_plugins(request_kinds.kafka_chain(settings))
         self.stats = Stats(self.redis, MODULE)
         self.consumer: Any = None
         self.producer: Any = None

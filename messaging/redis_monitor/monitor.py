@@ -28,7 +28,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from messaging import clients, keys, modules
+from messaging import clients, keys, modules, request_kinds
 from messaging.answers import ERROR, OK, REJECTED, answer
 from messaging.clients import RedisClient, as_text
 from messaging.clock import Clock
@@ -59,7 +59,8 @@ class RedisMonitor:
         self.settings = settings
         self.redis = redis if redis is not None else clients.redis_client(settings)
         self.producer = producer
-        self.plugins: list[Plugin] = plugins if plugins is not None else load_plugins(settings.redis_monitor_plugins)
+        self.plugins: list[Plugin] = (plugins if plugins is not None
+                                      else load_plugins(request_kinds.redis_chain(settings)))
         self.streams: dict[str, Plugin] = {}
         for plugin in self.plugins:
             stream = keys.request_stream(plugin.kind)

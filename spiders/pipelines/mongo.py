@@ -39,6 +39,7 @@ from typing import Any
 
 import bson
 from bson.errors import InvalidDocument
+from prometheus_client import Gauge
 from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, PyMongoError
 from scrapy.exceptions import DropItem
@@ -53,6 +54,11 @@ from spiders.pipelines.buffer import Pending, WriteBuffer
 from spiders.signals import storage_backlog
 
 logger = logging.getLogger(__name__)
+# on the worker's /metrics (deploy/monitoring/alerts.yml: a store down)
+STORE_UP = Gauge("crawlfleet_worker_store_up", "1 while this worker's item store takes writes, 0 from the first failed "
+                 "write of an outage until a write succeeds.", ["store"])
+ITEMS_WAITING = Gauge("crawlfleet_worker_items_waiting", "Items this worker holds that its item store has not "
+                      "acknowledged yet.", ["store"])
 
 URL_KEY = "url_key"
 JOB = "job"  # the worker job that fetched the item (spiders.spiders.base)
@@ -239,6 +245,9 @@ class MongoPipeline:
         self._client = self._client_factory(self.settings)
         self.writer = MongoWriter(self._client[self.settings.mongo_db], history=self.settings.mongo_history)
         self.buffer.start()
+        buffer = self.buffer  # read when scraped (one pipeline per worker process)
+        STORE_UP.labels("mongodb").set_function(lambda: 0.0 if buffer.down else 1.0)
+        ITEMS_WAITING.labels("mongodb").set_function(lambda: float(buffer.waiting))
 
     async def process_item(self, item: dict[str, Any]) -> dict[str, Any]:
         return await maybe_deferred_to_future(self.store(item))

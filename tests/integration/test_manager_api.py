@@ -36,7 +36,8 @@ class ManagerProcess:
         self.env = {**env, "CRAWLFLEET_MANAGER_PORT": str(self.port), "CRAWLFLEET_MANAGER_LOGS": str(base / "logs"),
                     "CRAWLFLEET_MANAGER_DBS": str(base / "dbs"), "CRAWLFLEET_MANAGER_KILL_TIMEOUT": "20",
                     "CRAWLFLEET_MANAGER_POLL_INTERVAL": "0.5", "CRAWLFLEET_MANAGER_PROJECT_DIR": str(REPO),
-                    "CRAWLFLEET_NODE_NAME": f"node-{self.port}", **settings}
+                    "CRAWLFLEET_NODE_NAME": f"node-{self.port}", "CRAWLFLEET_EGG_CACHE_DIR": str(base / "eggs"),
+                    **settings}
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: Any = None
         self.auth: tuple[str, str] | None = None

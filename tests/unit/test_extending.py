@@ -12,6 +12,7 @@ import pytest
 from scrapy.utils.conf import build_component_list
 
 from manager import pages, website
+from messaging import request_kinds
 from messaging import settings as settings_module
 from messaging.kafka_monitor.plugins import Plugin as KafkaPlugin
 from messaging.plugins import load_plugins
@@ -41,6 +42,10 @@ class ToyPipeline:
 TOY_KIND = '''
 from messaging.kafka_monitor.plugins import Plugin
 from messaging.redis_monitor.plugins import Plugin as AnswerPlugin
+from messaging.request_kinds import RequestKind
+
+TOY = RequestKind("toy", "info.json", "a toy", "toy_kind.ToyKafkaPlugin", actions=("toy",),
+                  redis_plugin="toy_kind.ToyAnswerPlugin")
 
 
 class ToyKafkaPlugin(Plugin):
@@ -48,13 +53,12 @@ class ToyKafkaPlugin(Plugin):
     kinds = frozenset({"toy"})
 
     def handle(self, request, batch):
-        batch.store(request, f"toy:{request.data['userid']}:{request.data['uuid']}")
+        batch.store(request, f"toy:{{requests}}:{request.data['userid']}:{request.data['uuid']}")
 
 
 class ToyAnswerPlugin(AnswerPlugin):
     name = "toy"
     kind = "toy"
-    pattern = "toy:*"
 
     def handle(self, key, request, context):
         return {"echo": request["userid"]}
@@ -75,7 +79,8 @@ def toy_tree(tmp_path, monkeypatch):
 def test_the_guide_names_files_that_exist():
     text = DOC.read_text()
     root = DOC.parents[1]
-    for path in ("messaging/spider_types.py", "messaging/schemas/crawl.json", "spiders/addon.py",
+    for path in ("messaging/spider_types.py", "messaging/request_kinds.py", "messaging/schemas/crawl.json",
+                 "spiders/addon.py",
                  "spiders/spiders/base.py", "messaging/validation.py", "messaging/keys.py", "deploy/cli_messaging.py",
                  "manager/gateway.py", "manager/templates/base.html", "messaging/settings.py"):
         dotted = path.removesuffix(".py").replace("/", ".")
@@ -98,18 +103,21 @@ def test_a_pipeline_plugged_in_beside_the_add_on_runs_in_its_place(toy_tree):
     assert pipeline.process_item({"url": "http://a.example/"})["toy"] and pipeline.seen == 1
 
 
-def test_a_request_kind_plugs_into_both_monitors_by_setting(toy_tree):
-    s = load({"CRAWLFLEET_RUN_DIR": str(toy_tree)})
-    kafka = load_plugins(f"{s.kafka_monitor_plugins},toy_kind.ToyKafkaPlugin")
-    redis = load_plugins(f"{s.redis_monitor_plugins},toy_kind.ToyAnswerPlugin")
+def test_a_request_kind_plugs_into_both_monitors_by_its_registry_entry(toy_tree):
+    s = load({"CRAWLFLEET_RUN_DIR": str(toy_tree), "CRAWLFLEET_REQUEST_KINDS": "toy_kind:TOY"})
+    try:
+        kafka = load_plugins(request_kinds.kafka_chain(s))
+        redis = load_plugins(request_kinds.redis_chain(s))
+    finally:
+        request_kinds.unregister("toy")
     assert all(isinstance(plugin, KafkaPlugin) for plugin in kafka) and kafka[-1].kinds == {"toy"}
-    assert all(isinstance(plugin, RedisPlugin) for plugin in redis) and redis[-1].pattern == "toy:*"
+    assert all(isinstance(plugin, RedisPlugin) for plugin in redis) and redis[-1].kind == "toy"
     assert len({plugin.name for plugin in redis}) == len(redis)  # its counter is its own
     batch = MagicMock()
     request = MagicMock(data={"userid": "u", "uuid": "1"})
     kafka[-1].handle(request, batch)
-    batch.store.assert_called_once_with(request, "toy:u:1")
-    assert redis[-1].handle("toy:u:1", {"userid": "u"}, MagicMock()) == {"echo": "u"}
+    batch.store.assert_called_once_with(request, "toy:{requests}:u:1")
+    assert redis[-1].handle("toy:{requests}:u:1", {"userid": "u"}, MagicMock()) == {"echo": "u"}
 
 
 @pytest.fixture

@@ -36,6 +36,8 @@ def crawl_fields(data: dict[str, Any]) -> list[Any]:
             fields += [name, data[name]]
     if "cookie" in data:
         fields += [CrawlFields.COOKIE, json.dumps(data["cookie"], sort_keys=True, ensure_ascii=False)]
+    if "notify" in data:
+        fields += [CrawlFields.NOTIFY, json.dumps(data["notify"], sort_keys=True, ensure_ascii=False)]
     return fields
 
 
