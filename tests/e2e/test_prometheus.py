@@ -6,7 +6,8 @@ The fleet: two list workers (so that a query grouping by the wrong label shows a
 monitors, a manager. A crawl of the demo news site runs to its end (pages, items, statuses, sites, events); four
 crawls of sites blocked by a Retry-After stay queued in the workers' queues (queue depths that hold still). A rate
 panel (``rate(M[5m])``) is compared through its counter (``M``): the totals must be the fleet's; its own query must
-give the same series.
+give the same series. The same fleet shows that the manager of its run directory lists the ``crawlfleet up`` workers
+on its Jobs page, with their logs.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Fleet:
     mongo: Any
     targets_file: Path
     prometheus: str
+    manager: str
 
     def query(self, expr: str) -> Vector:
         answer = requests.get(f"{self.prometheus}/api/v1/query", params={"query": expr}, timeout=30).json()
@@ -107,7 +109,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, procs_module: Processes) -> 
         wait_for(lambda: redis.hget(keys.crawl("prom-news"), "state") == b"finished", WAIT, "the news crawl's end")
 
         prometheus = start_prometheus(procs_module, tmp_path_factory.mktemp("prometheus"), targets_file)
-        yield Fleet(run_dir, redis, clients.mongo_client(settings)[settings.mongo_db], targets_file, prometheus)
+        yield Fleet(run_dir, redis, clients.mongo_client(settings)[settings.mongo_db], targets_file, prometheus,
+                    f"http://127.0.0.1:{manager_port}")
     finally:
         down = cli(run_dir, "down")
         assert down.returncode == 0, down.stdout + down.stderr
@@ -271,3 +274,24 @@ def test_every_dashboard_query_gives_the_fleets_own_figure(fleet: Fleet) -> None
     queued = fleet.query("sum(max by (worker) (crawlfleet_worker_queued_tasks))")[frozenset()]
     per_worker = fleet.query("max by (worker) (crawlfleet_worker_queued_tasks)")
     assert queued == len(QUEUED) and len([v for v in per_worker.values() if v]) == 2, per_worker  # on both
+
+
+def test_the_manager_lists_the_fleets_workers_with_their_logs(fleet: Fleet) -> None:
+    from tests.integration.test_manager_scrapyd_pages import read_jobs, state_of
+
+    workers = {p["job"]: p for p in read_state(fleet.run_dir)["fleet"]["processes"] if p["role"] == "worker"}
+    page = requests.get(f"{fleet.manager}/jobs", timeout=30).text
+    rows = {row["job"]: row for row in read_jobs(page)}  # scrapyd's rows: what ScrapydWeb reads
+    assert set(rows) == set(workers), rows
+    for job, process in workers.items():
+        row = rows[job]
+        assert state_of(row) == "running" and int(row["pid"]) == process["pid"] and row["spider"] == "list"
+        link = re.search(r'href="([^"]+\.log)"', row["log"])
+        assert link and link.group(1) == f"/logs/crawlfleet/list/{job}.log"
+        log = requests.get(f"{fleet.manager}{link.group(1)}", timeout=30)
+        assert log.status_code == 200 and f"worker {job} ready" in log.text
+        stats = requests.get(f"{fleet.manager}/logs/crawlfleet/list/{job}.json", timeout=30).json()
+        assert stats["first_log_time"] != "N/A" and stats["crawler_stats"]["source"] == "crawlfleet"
+    listed = requests.get(f"{fleet.manager}/listjobs.json", timeout=30).json()
+    assert {j["id"] for j in listed["running"]} == set(workers)
+    assert "none: every registered worker is listed above" in page  # no other worker in the cluster

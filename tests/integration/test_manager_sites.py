@@ -72,8 +72,10 @@ def test_sites_show_queues_rates_windows_and_are_edited(cf: Isolated, procs: Pro
     assert edited.status_code == 303
     assert read_site(zk, paths, "site007.example").rate == 3
     assert read_site(zk, paths, "site007.example").window == 30.0
+    assert edited.headers["Location"].startswith("/sites?q=site007&flash=")  # the list as it was shown
     shown = requests.get(f"{manager.url}{edited.headers['Location']}", timeout=30).text
-    assert "site007.example: rate ok" in shown, re.search(r"id=\"message\"[^<]*<", shown)
+    assert "site007.example: rate set; it applies 3 per 30 s (one every 10 s)" in shown, \
+        re.search(r"id=\"message\"[^<]*<", shown)
     wait_for(lambda: "3 per 30 s" in row_of(requests.get(f"{manager.url}/sites", params={"q": "site007"},
                                                        timeout=30).text, "site007.example"), 10,
              "the new rate on the page (the site watch)")
