@@ -10,9 +10,10 @@
      ``X-CSRF-Token`` header), which another origin cannot read (no page sends a CORS header);
   2. a JSON body (``Content-Type: application/json``): a page elsewhere cannot send that type without a CORS
      preflight, which is never granted, and a browser's same-origin request names this origin (checked above);
-  3. for scrapyd's API (``/<name>.json``) only, a form body (or none) and no ``Origin`` at all: what scrapyd's
-     clients send (scrapyd-client, ScrapydWeb, Gerapy, curl; with basic authentication when it is on). A browser
-     always sends ``Origin`` on a POST, so a browser's form needs the token.
+  3. no ``Origin`` at all, and either no body (``curl -X POST …/stop``, an API action) or, for scrapyd's API
+     (``/<name>.json``) only, a form body: what scrapyd's clients send (scrapyd-client, ScrapydWeb, Gerapy, curl;
+     with basic authentication when it is on). A browser always sends ``Origin`` on a POST, and a form always has a
+     body, so a browser's form needs the token.
 
   Anything else (a ``text/plain`` body to ``/api/…``, a form to a page without the token) is refused with 403.
 - **DNS rebinding**: without authentication (loopback only) a request must name a loopback host or this manager's
@@ -125,9 +126,12 @@ def state_change_refusal(request: Any, csrf: CsrfToken) -> str | None:
     content_type = _content_type(request)
     if JSON_TYPE.match(content_type):
         return None
-    form = not content_type or content_type.lower().startswith(FORM_TYPES)
-    if SCRAPYD_API.match(request.path or b"") and form and request.getHeader(b"origin") is None:
-        return None
+    if request.getHeader(b"origin") is None:
+        bodiless = not content_type and request.getHeader(b"content-length") in (None, b"0") \
+            and request.getHeader(b"transfer-encoding") is None
+        form = content_type.lower().startswith(FORM_TYPES)
+        if bodiless or (form and SCRAPYD_API.match(request.path or b"")):
+            return None
     return (f"a state-changing request needs the form token (reload the page), or a JSON body (Content-Type: "
             f"application/json), not {content_type or 'no content type'}")
 

@@ -47,12 +47,16 @@ def test_a_state_change_needs_the_token_or_a_json_body(doors: ManagerProcess) ->
     body = json.dumps(CRAWL)
     plain = check(doors, data=body, headers={"Content-Type": "text/plain"})  # what a page elsewhere can send
     assert plain.status_code == 403 and "form token" in plain.json()["message"]
-    assert check(doors, data=body).status_code == 403  # no content type at all
+    assert check(doors, data=body.encode()).status_code == 403  # a body with no content type
     site = requests.post(f"{doors.url}/api/sites/example.com", data=json.dumps({"action": "rate", "rate": 1}),
                          headers={"Content-Type": "text/plain"}, timeout=30)
     assert site.status_code == 403
-    stop = requests.post(f"{doors.url}/api/crawls/doors/stop", timeout=30)
+    stop = requests.post(f"{doors.url}/api/crawls/doors/stop", data="x", headers={"Content-Type": "text/plain"},
+                         timeout=30)
     assert stop.status_code == 403
+    bodiless = check(doors)  # no body, no Origin: `curl -X POST`, an API action; the request itself is then checked
+    assert bodiless.status_code == 400 and bodiless.json()["status"] == "rejected"
+    assert check(doors, headers={"Origin": "http://evil.example"}).status_code == 403
 
     assert check(doors, json=CRAWL).json()["valid"] is True  # JSON, no Origin: curl, a script
     same = check(doors, json=CRAWL, headers={"Origin": doors.url})

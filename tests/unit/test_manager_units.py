@@ -95,7 +95,9 @@ def test_a_state_change_needs_the_token_or_a_json_body() -> None:
     csrf, host = CsrfToken(), "127.0.0.1:6800"
     json_type = "application/json; charset=utf-8"
     assert state_change_refusal(_request(host=host, content_type="text/plain"), csrf)  # the attack
-    assert state_change_refusal(_request(host=host), csrf)
+    assert state_change_refusal(_request(host=host, content_length="20"), csrf)  # a body without a type
+    assert state_change_refusal(_request(host=host), csrf) is None  # no body, no Origin: `curl -X POST …/stop`
+    assert state_change_refusal(_request(host=host, origin="http://evil.example"), csrf)
     assert state_change_refusal(_request(host=host, content_type=json_type), csrf) is None  # curl, scripts
     assert state_change_refusal(_request(host=host, content_type="application/ld+json"), csrf) is None
     assert state_change_refusal(_request(host=host, content_type=json_type, origin=f"http://{host}"), csrf) is None
