@@ -39,10 +39,12 @@ from manager.projects import Projects
 from manager.queue import SqlitePendingQueue
 from manager.registry import ManagerRegistry
 from messaging import clients
+from messaging.health import Beat, Health, redis_answers
 from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
 HISTORY_SAMPLE_SECONDS = 15.0  # every manager tries this often; one sample per minute is written
+REACTOR_TICK_SECONDS = 1.0  # the reactor's pulse for /livez
 T = TypeVar("T")
 
 
@@ -73,6 +75,9 @@ class Manager:
         self.flashes = Flashes()
         self.host = config.node_name or socket.gethostname()
         self.registry_outage = OutageLog(logger, "manager: the registry heartbeat (Redis)")
+        self.health = Health().configure(config.settings)  # /livez, /readyz (manager.metrics.ProbeResource)
+        self.reactor_beat = self.health.beat("reactor", Beat(resting=False))
+        self.health.ready("redis", redis_answers(config.settings))
 
     # --- blocking work, off the reactor -----------------------------------------------------------------------------
     @property
@@ -259,6 +264,7 @@ def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiServic
     TimerService(config.poll_interval, manager.poller.poll).setServiceParent(services)
     TimerService(config.heartbeat_interval, manager.heartbeat).setServiceParent(services)
     TimerService(HISTORY_SAMPLE_SECONDS, manager.sample_history).setServiceParent(services)
+    TimerService(REACTOR_TICK_SECONDS, manager.reactor_beat.tick).setServiceParent(services)
     TCPServer(config.port, site, interface=config.bind).setServiceParent(services)
     return services, manager, site
 

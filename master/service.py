@@ -16,6 +16,9 @@ Every master contends in the ZooKeeper election (``master.election``); the stand
 4. and its *notifier thread* (``master.notifier``) looks for stalled crawls and posts crawl events to their
    receivers (webhooks), each attempt with a timeout, so a slow receiver holds back nothing but notifications.
 
+Probes (``messaging.health``): live while the leader's loop turns (a standby's rests); ready while Redis answers
+and this master is in the election, leading or standing by, on a connected ZooKeeper session.
+
 SIGTERM/SIGINT: the current step completes (a batch is always settled before the loop looks at the flag), the
 election node is released, and the process exits, so a standby takes over at once.
 """
@@ -42,6 +45,7 @@ from master.schedules import ScheduleFirer
 from master.staging import LeadershipLost, send_dead_letters
 from messaging import clients, modules
 from messaging.clock import RedisClock
+from messaging.health import Beat, Health
 from messaging.identity import node_name
 from messaging.outage import OutageLog
 from messaging.settings import Settings
@@ -74,6 +78,11 @@ class MasterService:
         self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")
         self._slow: set[str] = set()  # workers last seen slow (logged when that changes)
         self.notifier = Notifier(self.redis, settings, self.clock)
+        self.dispatch_beat = Beat()  # the leader's loop turns; rests while this master stands by
+
+    def health_checks(self, health: Health) -> None:
+        health.beat("dispatch", self.dispatch_beat)
+        health.ready("election", self.leadership.standing)
 
     def run(self) -> None:
         """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
@@ -112,6 +121,7 @@ class MasterService:
                 logger.info("Redis or ZooKeeper was away until just now: retiring no worker for %.0fs",
                             settings.heartbeat_ttl)
             while not lost.is_set() and not self.leadership.stopping.is_set():
+                self.dispatch_beat.tick()
                 try:
                     now = self.clock.now()
                     if now >= next_leaves:
@@ -137,6 +147,7 @@ class MasterService:
         except LeadershipLost as exc:
             logger.warning("a newer leader exists: %s", exc)
         finally:
+            self.dispatch_beat.rest()
             done.set()
             if reporter.is_alive():
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)

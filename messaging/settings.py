@@ -193,6 +193,11 @@ define("CRAWLFLEET_METRICS_PORT", 0,
        "Base port of the Prometheus /metrics endpoints; each process on a host takes the next free port from "
        "it. 0: an ephemeral port, registered in Redis.", group="metrics", parse=int)
 define("CRAWLFLEET_METRICS_HOST", "127.0.0.1", "Address the /metrics endpoints listen on.", group="metrics")
+define("CRAWLFLEET_LIVENESS_SECONDS", 60.0,
+       "Seconds a loop that does a process's work (a service's main loop, a worker's reactor, feed thread or "
+       "heartbeat) may go without a turn before the process's /livez fails (messaging/health.py). A turn that failed "
+       "because a store is away still counts, so an outage fails /readyz only; keep it above the Redis socket timeout "
+       "(30 s), which bounds a call to a hung server.", group="metrics", parse=float)
 
 # --- metrics: each process's own port ----------------------------------------------------------------------------
 for _module, _what in (("MASTER", "a master"), ("CRAWLER", "a Scrapy worker"), ("KAFKA_MONITOR", "a Kafka monitor"),
