@@ -4,8 +4,9 @@
 ``seeds``, the ready count of each spider type (``readytasks:<spider_type>``, the tasks queued for its workers: what
 an autoscaler scales a worker type on, e.g. KEDA's Prometheus trigger in deploy/k8s), workers and managers alive,
 each worker's queued and leased tasks and heartbeat age (labels: job, spider type, host), the latest crawls' pages
-and items (bounded: :data:`CRAWLS_EXPORTED`), and the crawler's lifetime response counters by spider type and HTTP status (``stats:crawler:<type>:<status>:lifetime``). A Redis that does not
-answer makes a scrape report ``crawlfleet_cluster_up 0`` instead of failing.
+and items (bounded: :data:`CRAWLS_EXPORTED`), and the crawler's lifetime response counters by spider type and HTTP
+status (``stats:crawler:<type>:<status>:lifetime``). A Redis that does not answer makes a scrape report
+``crawlfleet_cluster_up 0`` instead of failing.
 """
 
 from __future__ import annotations
