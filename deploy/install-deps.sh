@@ -2,8 +2,9 @@
 # Debian packages crawlfleet's local services need: redis-server, zookeeper, a JRE (and python3-venv for the
 # system Python), plus Debian's chromium and its matching chromium-driver for the manager's browser tests, and
 # chromium-headless-shell, the browser workers render pages with (spiders/render, through Playwright's
-# executable_path; never a downloaded browser: `playwright install` is never run), and prometheus for its promtool
-# (the alert rules' tests). Installs only what is missing, so a second run is a few stat calls.
+# executable_path; never a downloaded browser: `playwright install` is never run), and prometheus: its promtool
+# checks the alert rules, and the Kubernetes manifests' autoscaling trigger is queried on its server in a test
+# (tests/e2e/test_k8s_manifest_run.py). Installs only what is missing, so a second run is a few stat calls.
 set -euo pipefail
 
 missing=()
@@ -15,7 +16,7 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ -x /usr/lib/chromium/chromium-headless-shell ] || missing+=(chromium-headless-shell)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus)  # promtool checks deploy/monitoring/alerts.yml
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)  # promtool (alert rules), prometheus (k8s trigger)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
