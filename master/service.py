@@ -55,6 +55,7 @@ from messaging.stats import EVENTS, Stats
 logger = logging.getLogger(__name__)
 STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
+LEFT_WINDOW_SECONDS = 300.0  # a job that left (retired itself) this recently is checked for tasks to hand back
 REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
 ALERTED_EVENTS = ("worker_left", "dead_letters")  # deploy/monitoring/alerts.yml reads their counters
 
@@ -192,6 +193,7 @@ class MasterService:
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
         """Retire the workers that are gone (no heartbeat within the TTL); a slow one (fresh heartbeat, its feed
         thread behind) is only logged when it becomes slow and when it recovers."""
+        self._left(requeuer, now)
         ttl = self.settings.heartbeat_ttl
         health = self.registry.health(now, ttl, self.settings.worker_slow_after)
         gone = sorted(job for job, h in health.items() if h.state == WorkerState.GONE)
@@ -219,6 +221,18 @@ class MasterService:
                 self.registry.forget(job, now)
                 self.stats.incr("worker_left")
                 self.stats.incr("requeued", moved)
+
+    def _left(self, requeuer: Requeuer, now: float) -> None:
+        """Workers that left cleanly (SIGTERM: the worker retires itself, ``WorkerRegistry.leave``): what they still
+        held — queued and leased tasks — goes back into ``seeds`` now, not at the next election (a pod scaled down in
+        the middle of a crawl would otherwise strand its tasks). A leader that was away longer than the window settles
+        them when it leads again (:meth:`_settle_earlier`)."""
+        for job in requeuer.pending_jobs(self.registry.retired_since(now - LEFT_WINDOW_SECONDS)):
+            moved = requeuer.requeue(job)
+            self.registry.forget(job, now)
+            logger.info("worker %s left: %d tasks it held are back in seeds", job, moved)
+            self.stats.incr("worker_left")
+            self.stats.incr("requeued", moved)
 
     def _send(self, event: dict[str, Any]) -> None:
         """Produce one event and wait for Kafka's acknowledgement; on failure the producer is discarded with what
