@@ -43,6 +43,7 @@ class SettingsFields:
     job: str
     metrics_port: int
     metrics_host: str
+    liveness_seconds: float
     master_metrics_port: int
     crawler_metrics_port: int
     kafka_monitor_metrics_port: int
