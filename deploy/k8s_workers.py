@@ -81,6 +81,8 @@ spec:
       # SIGTERM: the worker takes no more tasks, lets its downloads finish (DOWNLOAD_TIMEOUT 30 s), stores its items,
       # commits what finished and leaves the registry, so the master hands back at once what it still held
       terminationGracePeriodSeconds: {DRAIN_GRACE_SECONDS}
+      # the pod's pause process is PID 1 and reaps what Chromium's processes leave behind (crawlfleet is no init)
+      shareProcessNamespace: true
       containers:
         - name: crawlfleet
           image: crawlfleet
