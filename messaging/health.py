@@ -103,6 +103,7 @@ class Health:
     def live(self, name: str, check: Check) -> None:
         with self._lock:
             self._live[name] = check
+            self._cached = None
 
     def ready(self, name: str, check: Check) -> None:
         with self._lock:
