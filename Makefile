@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: all install install-deps venv demo test test-unit test-integration lint bench services-up services-down readme clean
+.PHONY: all install install-deps venv demo test test-unit test-integration lint bench services-up services-down readme k8s clean
 
 all: test
 
@@ -60,6 +60,10 @@ services-down: venv
 
 readme: venv
 	@$(PY) -m deploy.readme README.md docs/architecture.md
+
+# deploy/k8s/base/workers.yaml: a worker Deployment and a KEDA ScaledObject per spider type (messaging/spider_types.py)
+k8s: venv
+	@$(PY) -m deploy.k8s_workers
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

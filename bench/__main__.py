@@ -31,6 +31,8 @@ QUICK_RUNS: dict[str, list[str]] = {
     "recrawl": [],
     "render": ["--renders", "600"],
     "frontier": ["--domains", "1000,100000", "--urls", "200000", "--seconds", "5"],
+    "k8s_sizing": ["--pages", "100"],
+    "k8s_drain": ["--pages", "300", "--runs", "1", "--after", "100"],
 }
 
 

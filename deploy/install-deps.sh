@@ -3,9 +3,10 @@
 # system Python), plus Debian's chromium and its matching chromium-driver for the manager's browser tests, and
 # chromium-headless-shell, the browser workers render pages with (spiders/render, through Playwright's
 # executable_path; never a downloaded browser: `playwright install` is never run), and Debian's prometheus: its
-# promtool (the alert rules' tests) and its binary, which the monitoring test runs against a fleet (with its own
-# config and data directory; the service is stopped). Installs only what is missing, so a second run is a few stat
-# calls.
+# promtool checks the alert rules, and its server (run from the tests with their own config and data directory; the
+# service is stopped) scrapes a fleet through its file_sd file (tests/e2e/test_prometheus.py) and answers the
+# Kubernetes manifests' autoscaling trigger (tests/e2e/test_k8s_manifest_run.py). Installs only what is missing, so
+# a second run is a few stat calls.
 set -euo pipefail
 
 missing=()
@@ -17,7 +18,7 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ -x /usr/lib/chromium/chromium-headless-shell ] || missing+=(chromium-headless-shell)
-{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)  # alerts' tests, monitoring e2e
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)  # server and promtool
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

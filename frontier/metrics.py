@@ -1,10 +1,12 @@
 """The cluster as Prometheus gauges, read from Redis when scraped: what the master and the managers expose.
 
 :class:`ClusterCollector` reads, at most once per ``cache_seconds`` however often it is scraped: the depth of
-``seeds``, workers and managers alive, each worker's queued and leased tasks and heartbeat age (labels: ``worker``,
-its job id; spider type; host), the latest crawls' pages and items (bounded: :data:`CRAWLS_EXPORTED`), and the
-crawler's lifetime response counters by spider type and HTTP status (``stats:crawler:<type>:<status>:lifetime``). A
-Redis that does not answer makes a scrape report ``crawlfleet_cluster_up 0`` instead of failing.
+``seeds``, the ready count of each spider type (``readytasks:<spider_type>``, the tasks queued for its workers: what
+an autoscaler scales a worker type on, e.g. KEDA's Prometheus trigger in deploy/k8s), workers and managers alive,
+each worker's queued and leased tasks and heartbeat age (labels: ``worker``, its job id; spider type; host), the
+latest crawls' pages and items (bounded: :data:`CRAWLS_EXPORTED`), and the crawler's lifetime response counters by
+spider type and HTTP status (``stats:crawler:<type>:<status>:lifetime``). A Redis that does not answer makes a scrape
+report ``crawlfleet_cluster_up 0`` instead of failing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from frontier.registry import WorkerRegistry, queue_depths
 from messaging import keys, modules
 from messaging.clients import RedisClient, as_text
 from messaging.clock import RedisClock
+from messaging.spider_types import NAMES as SPIDER_TYPES
 from messaging.tasks import CrawlFields
 
 logger = logging.getLogger(__name__)
@@ -69,6 +72,13 @@ class ClusterCollector:
         alive = GaugeMetricFamily("crawlfleet_workers_alive",
                                   "Workers whose heartbeat is younger than CRAWLFLEET_HEARTBEAT_TTL.")
         alive.add_metric([], sum(1 for at in live.values() if now - at <= self.heartbeat_ttl))
+        ready = GaugeMetricFamily("crawlfleet_ready_tasks", "Tasks queued for the workers of a spider type, not yet "
+                                  "leased (readytasks:<spider_type>): the autoscalers' figure.", labels=["spider_type"])
+        pipe = redis.pipeline(transaction=False)  # one key per type, each in its own slot of a cluster
+        for spider_type in SPIDER_TYPES:
+            pipe.get(keys.ready_tasks_type(spider_type))
+        for spider_type, count in zip(SPIDER_TYPES, pipe.execute(), strict=True):
+            ready.add_metric([spider_type], max(0, int(count or 0)))
         managers = GaugeMetricFamily("crawlfleet_managers_alive", "Managers in the registry.")
         managers.add_metric([], int(redis.zcard(keys.MANAGERS)))
         queued = GaugeMetricFamily("crawlfleet_worker_queued_tasks", "Tasks in a worker's domain queues.",
@@ -82,7 +92,7 @@ class ClusterCollector:
             queued.add_metric(labels, depths[job][0])
             leased.add_metric(labels, depths[job][1])
             age.add_metric(labels, max(0.0, now - live.get(job, now)))
-        return [seeds, alive, managers, queued, leased, age, *self._crawls(), self._responses()]
+        return [seeds, ready, alive, managers, queued, leased, age, *self._crawls(), self._responses()]
 
     def _crawls(self) -> list[Metric]:
         ids = [as_text(c) for c in self.redis.smembers(keys.CRAWLS)]

@@ -225,6 +225,10 @@ class WorkerRegistry:
     def retired(self) -> list[str]:
         return [as_text(job) for job in self.redis.zrange(keys.RETIRED_WORKERS, 0, -1)]
 
+    def retired_since(self, since: float) -> list[str]:
+        """Jobs retired (or that left) at or after ``since`` (Redis clock)."""
+        return [as_text(job) for job in self.redis.zrangebyscore(keys.RETIRED_WORKERS, repr(float(since)), "+inf")]
+
     def forget(self, job: str, now: float) -> None:
         """After its tasks are back in ``seeds``: drop a retired job's description and activity; prune old fences."""
         self.redis.delete(keys.worker(job))

@@ -44,10 +44,12 @@ from manager.registry import ManagerRegistry
 from manager.security import safe_log_file
 from messaging import clients, discovery, keys
 from messaging.clients import as_text
+from messaging.health import Beat, Health, redis_answers
 from messaging.outage import OutageLog
 
 logger = logging.getLogger(__name__)
 HISTORY_SAMPLE_SECONDS = 15.0  # every manager tries this often; one sample per minute is written
+REACTOR_TICK_SECONDS = 1.0  # the reactor's pulse for /livez
 T = TypeVar("T")
 
 
@@ -79,6 +81,9 @@ class Manager:
         self.host = config.node_name or socket.gethostname()
         self.registry_outage = OutageLog(logger, "manager: the registry heartbeat (Redis)")
         self.targets_outage = OutageLog(logger, "manager: writing the Prometheus targets (Redis)")
+        self.health = Health().configure(config.settings)  # /livez, /readyz (manager.metrics.ProbeResource)
+        self.reactor_beat = self.health.beat("reactor", Beat(resting=False))
+        self.health.ready("redis", redis_answers(config.settings))
 
     # --- blocking work, off the reactor -----------------------------------------------------------------------------
     @property
@@ -308,6 +313,7 @@ def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiServic
     TimerService(config.poll_interval, manager.poller.poll).setServiceParent(services)
     TimerService(config.heartbeat_interval, manager.heartbeat).setServiceParent(services)
     TimerService(HISTORY_SAMPLE_SECONDS, manager.sample_history).setServiceParent(services)
+    TimerService(REACTOR_TICK_SECONDS, manager.reactor_beat.tick).setServiceParent(services)
     if discovery.sd_file(config.settings) is not None:
         TimerService(config.settings.prometheus_sd_interval, manager.write_targets).setServiceParent(services)
     TCPServer(config.port, site, interface=config.bind).setServiceParent(services)

@@ -5,6 +5,10 @@ The manager's jobs (pending, running, finished kept, process slots), the cluster
 tasks and heartbeat age, crawls' pages and items, responses by status), the masters in the election, and the process
 (CPU, memory). Collected off the reactor: the Redis and ZooKeeper reads block. One registry per manager, so that
 nothing is global.
+
+``/livez`` and ``/readyz`` (:class:`ProbeResource`, :mod:`messaging.health`) are answered without authentication,
+as a platform's probes need: live while the reactor turns (it ticks every second, and answers the probe itself);
+ready while Redis answers (checked off the reactor).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from twisted.internet import threads
 from twisted.web import http, resource, server
 
 from frontier.metrics import ClusterCollector
+from messaging.health import Health, Report
 
 
 class ManagerCollector:
@@ -67,4 +72,30 @@ class MetricsResource(resource.Resource):
 
         d.addCallbacks(write, failed)
         d.addErrback(lambda _: None)  # the scraper went away
+        return server.NOT_DONE_YET
+
+
+class ProbeResource(resource.Resource):
+    """``/livez`` or ``/readyz`` of the manager's :class:`~messaging.health.Health` (200 or 503, JSON)."""
+
+    isLeaf = True
+
+    def __init__(self, health: Health, ready: bool) -> None:
+        super().__init__()
+        self.health = health
+        self.ready = ready
+
+    def render_GET(self, request: Any) -> Any:
+        # readiness checks may wait for a store (a second at most): never on the reactor
+        d = threads.deferToThread(self.health.readiness if self.ready else self.health.liveness)
+
+        def write(report: Report) -> None:
+            request.setResponseCode(report.status)
+            request.setHeader(b"content-type", b"application/json")
+            request.setHeader(b"cache-control", b"no-store")
+            request.write(report.body())
+            request.finish()
+
+        d.addCallback(write)
+        d.addErrback(lambda _: None)  # the prober went away
         return server.NOT_DONE_YET

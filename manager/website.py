@@ -34,7 +34,7 @@ from manager.gateway import UNCONFIRMED
 from manager.items import Items
 from manager.jobs import InvalidJob
 from manager.logs import Logs
-from manager.metrics import MetricsResource
+from manager.metrics import MetricsResource, ProbeResource
 from manager.pages import HERE, SPIDER_TYPES, Page, _form, environment, parse_pairs
 from manager.project_pages import HomePage, ProjectsPage
 from manager.registry import ManagerRegistry
@@ -267,8 +267,15 @@ class ManagerSite(server.Site):
         s = manager.config.settings
         self.limits = Limits(max_body=s.manager_max_body, max_upload=s.manager_max_upload,
                              header_timeout=s.manager_header_timeout, body_timeout=s.manager_body_timeout)
+        # a platform's probes carry no credentials and name the pod's address: answered before both checks (they
+        # tell only whether the manager turns and its Redis answers)
+        self.probes = {b"/livez": ProbeResource(manager.health, ready=False),
+                       b"/readyz": ProbeResource(manager.health, ready=True)}
 
     def getResourceFor(self, request: Any) -> Any:
+        probe = self.probes.get(request.path) if request.method in (b"GET", b"HEAD") else None
+        if probe is not None:
+            return probe
         config = self.manager.config
         if config.auth is None and not host_allowed(request, config.url, config.bind):
             return _Refused(http.FORBIDDEN, "Host not allowed (a manager without authentication answers only "

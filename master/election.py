@@ -37,6 +37,7 @@ class Leadership:
         self.stopping = threading.Event()
         self._election: Any = None
         self._lock = threading.Lock()
+        self.contending = False  # in the election now: leading, or its node waiting behind the leader's
         self.outage = OutageLog(logger, "master: the election (ZooKeeper, or Redis for the epoch)")
 
     def run(self, lead: Callable[[int, threading.Event], None]) -> None:
@@ -54,13 +55,30 @@ class Leadership:
             with self._lock:
                 self._election = self.zk.Election(self.path, self.identifier)
             try:
-                self._election.run(self._lead, lead)
+                self._contend(lead)
             except KazooException as exc:  # connection trouble while contending: wait for it to come back
                 self.outage.failed(exc)
                 self.stopping.wait(1.0)
             except Exception as exc:  # Redis away (the epoch), or the leader's loop failed: one line per outage
                 self.outage.failed(exc)
                 self.stopping.wait(1.0)
+
+    def _contend(self, lead: Callable[[int, threading.Event], None]) -> None:
+        self.contending = True
+        try:
+            self._election.run(self._lead, lead)
+        finally:
+            self.contending = False
+
+    def standing(self) -> str | None:
+        """A readiness check: None while this master leads or stands by in the election, else why not."""
+        from kazoo.protocol.states import KazooState
+
+        if self.zk.state != KazooState.CONNECTED:
+            return f"ZooKeeper session {str(self.zk.state).lower()}"
+        if not self.contending:
+            return "not in the election"
+        return None
 
     def stop(self) -> None:
         self.stopping.set()

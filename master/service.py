@@ -16,6 +16,9 @@ Every master contends in the ZooKeeper election (``master.election``); the stand
 4. and its *notifier thread* (``master.notifier``) looks for stalled crawls and posts crawl events to their
    receivers (webhooks), each attempt with a timeout, so a slow receiver holds back nothing but notifications.
 
+Probes (``messaging.health``): live while the leader's loop turns (a standby's rests); ready while Redis answers
+and this master is in the election, leading or standing by, on a connected ZooKeeper session.
+
 SIGTERM/SIGINT: the current step completes (a batch is always settled before the loop looks at the flag), the
 election node is released, and the process exits, so a standby takes over at once.
 """
@@ -42,6 +45,7 @@ from master.schedules import ScheduleFirer
 from master.staging import LeadershipLost, send_dead_letters
 from messaging import clients, modules
 from messaging.clock import RedisClock
+from messaging.health import Beat, Health
 from messaging.identity import node_name
 from messaging.outage import OutageLog
 from messaging.settings import Settings
@@ -51,6 +55,7 @@ from messaging.stats import EVENTS, Stats
 logger = logging.getLogger(__name__)
 STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
+LEFT_WINDOW_SECONDS = 300.0  # a job that left (retired itself) this recently is checked for tasks to hand back
 REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
 ALERTED_EVENTS = ("worker_left", "dead_letters")  # deploy/monitoring/alerts.yml reads their counters
 
@@ -74,6 +79,11 @@ class MasterService:
         self.report_outage = OutageLog(logger, "master: reporting finished crawls and dead letters (Redis or Kafka)")
         self._slow: set[str] = set()  # workers last seen slow (logged when that changes)
         self.notifier = Notifier(self.redis, settings, self.clock)
+        self.dispatch_beat = Beat()  # the leader's loop turns; rests while this master stands by
+
+    def health_checks(self, health: Health) -> None:
+        health.beat("dispatch", self.dispatch_beat)
+        health.ready("election", self.leadership.standing)
 
     def run(self) -> None:
         """Contend for the leadership and lead when elected, until :meth:`stop` (the caller closes)."""
@@ -112,6 +122,7 @@ class MasterService:
                 logger.info("Redis or ZooKeeper was away until just now: retiring no worker for %.0fs",
                             settings.heartbeat_ttl)
             while not lost.is_set() and not self.leadership.stopping.is_set():
+                self.dispatch_beat.tick()
                 try:
                     now = self.clock.now()
                     if now >= next_leaves:
@@ -137,6 +148,7 @@ class MasterService:
         except LeadershipLost as exc:
             logger.warning("a newer leader exists: %s", exc)
         finally:
+            self.dispatch_beat.rest()
             done.set()
             if reporter.is_alive():
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)
@@ -181,6 +193,7 @@ class MasterService:
     def _leaves(self, requeuer: Requeuer, now: float) -> None:
         """Retire the workers that are gone (no heartbeat within the TTL); a slow one (fresh heartbeat, its feed
         thread behind) is only logged when it becomes slow and when it recovers."""
+        self._left(requeuer, now)
         ttl = self.settings.heartbeat_ttl
         health = self.registry.health(now, ttl, self.settings.worker_slow_after)
         gone = sorted(job for job, h in health.items() if h.state == WorkerState.GONE)
@@ -208,6 +221,18 @@ class MasterService:
                 self.registry.forget(job, now)
                 self.stats.incr("worker_left")
                 self.stats.incr("requeued", moved)
+
+    def _left(self, requeuer: Requeuer, now: float) -> None:
+        """Workers that left cleanly (SIGTERM: the worker retires itself, ``WorkerRegistry.leave``): what they still
+        held — queued and leased tasks — goes back into ``seeds`` now, not at the next election (a pod scaled down in
+        the middle of a crawl would otherwise strand its tasks). A leader that was away longer than the window settles
+        them when it leads again (:meth:`_settle_earlier`)."""
+        for job in requeuer.pending_jobs(self.registry.retired_since(now - LEFT_WINDOW_SECONDS)):
+            moved = requeuer.requeue(job)
+            self.registry.forget(job, now)
+            logger.info("worker %s left: %d tasks it held are back in seeds", job, moved)
+            self.stats.incr("worker_left")
+            self.stats.incr("requeued", moved)
 
     def _send(self, event: dict[str, Any]) -> None:
         """Produce one event and wait for Kafka's acknowledgement; on failure the producer is discarded with what

@@ -7,6 +7,9 @@ endpoint is logged and registered in Redis (``metrics:<module>:<host>:<pid>``, r
 heartbeat, listed in ``endpoints:metrics``) so that a scraper can discover it: :mod:`messaging.discovery` writes
 them all into a Prometheus ``file_sd`` file. Besides each module's own metrics, every endpoint carries the process
 collector of prometheus-client (CPU seconds, resident memory, open files) and :data:`UP`.
+
+The same port answers ``/livez`` and ``/readyz`` (:mod:`messaging.health`: 200 or 503, a JSON body naming each
+check), so that a platform's probes and its scraper need one port per process.
 """
 
 from __future__ import annotations
@@ -14,13 +17,18 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import Gauge, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from messaging import keys
 from messaging.clients import RedisClient
+from messaging.health import HEALTH, Health
 from messaging.settings import Settings
 
 PORT_SEARCH = 100
@@ -69,14 +77,54 @@ def metrics_port(settings: Settings, module: str) -> int:
     return settings.metrics_port if own < 0 else own
 
 
-def serve_metrics(settings: Settings, module: str) -> MetricsEndpoint:
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+PROBES = {"/livez": Health.liveness, "/readyz": Health.readiness}
+
+
+def metrics_app(health: Health, registry: CollectorRegistry = REGISTRY) -> WsgiApp:
+    """``/livez`` and ``/readyz`` from ``health``; every other path is prometheus-client's exposition (as before)."""
+    exposition = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        probe = PROBES.get(environ.get("PATH_INFO", ""))
+        if probe is None:
+            return exposition(environ, start_response)
+        report = probe(health)
+        body = report.body() if environ.get("REQUEST_METHOD") != "HEAD" else b""
+        start_response("200 OK" if report.ok else "503 Service Unavailable",
+                       [("Content-Type", "application/json"), ("Cache-Control", "no-store")])
+        return [body]
+
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: not one log line each
+        pass
+
+
+def _serve(host: str, port: int, app: WsgiApp) -> ThreadingWSGIServer:
+    family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(host, port, app, Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name=f"metrics-{port}", daemon=True).start()
+    return server
+
+
+def serve_metrics(settings: Settings, module: str, health: Health = HEALTH) -> MetricsEndpoint:
+    """Serve ``/metrics``, ``/livez`` and ``/readyz`` on the module's port; ``health`` takes its liveness bound
+    from the settings."""
     host = settings.metrics_host
     base = metrics_port(settings, module)
     candidates = [0] if base == 0 else range(base, base + PORT_SEARCH)
+    app = metrics_app(health.configure(settings))
     last_error: OSError | None = None
     for port in candidates:
         try:
-            server, _thread = start_http_server(port, addr=host)
+            server = _serve(host, port, app)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise

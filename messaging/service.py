@@ -2,8 +2,10 @@
 
 A service object (the Kafka monitor, the Redis monitor, the master, …) provides ``run()`` (until ``stop()``),
 ``stop()`` (from another thread), ``close()``, and its ``redis`` client and ``stats``; :func:`run_service` does the
-rest, so that every module is seen alive (``stats:<module>:<ip>``), is scraped the same way, and stops cleanly on
-SIGTERM/SIGINT.
+rest, so that every module is seen alive (``stats:<module>:<ip>``), is scraped the same way, is probed the same way
+(``/livez``: its heartbeat thread and the loops the service registers turn; ``/readyz``: its Redis answers, and the
+service's own readiness checks, from its optional ``health_checks(health)``; :mod:`messaging.health`), and stops
+cleanly on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from messaging.clients import RedisClient
+from messaging.health import HEALTH, redis_answers
 from messaging.identity import worker_ip
 from messaging.metrics import serve_metrics
 from messaging.outage import quiet_reconnects
@@ -48,8 +51,13 @@ def setup_logging(level: str) -> None:
 
 def run_service(service: Service, settings: Settings, module: str, banner: Callable[[str], str]) -> None:
     """Run ``service`` until SIGTERM/SIGINT; ``banner(metrics_url)`` is logged once it runs."""
-    endpoint = serve_metrics(settings, module)
+    endpoint = serve_metrics(settings, module, HEALTH)
     heartbeat = Heartbeat(service.stats, worker_ip(settings), extra=[lambda: endpoint.register(service.redis)])
+    HEALTH.age("heartbeat", heartbeat.age)
+    HEALTH.ready("redis", redis_answers(settings))
+    health_checks = getattr(service, "health_checks", None)
+    if health_checks is not None:
+        health_checks(HEALTH)
 
     def on_signal(signum: int, frame: Any) -> None:
         logger.info("%s: signal %d, stopping", module, signum)

@@ -204,6 +204,11 @@ define("CRAWLFLEET_PROMETHEUS_SD_FILE", "",
 define("CRAWLFLEET_PROMETHEUS_SD_INTERVAL", 10.0,
        "Seconds between two rewrites of CRAWLFLEET_PROMETHEUS_SD_FILE by a manager (the supervisor rewrites it at "
        "each of its checks).", group="metrics", parse=float)
+define("CRAWLFLEET_LIVENESS_SECONDS", 60.0,
+       "Seconds a loop that does a process's work (a service's main loop, a worker's reactor, feed thread or "
+       "heartbeat) may go without a turn before the process's /livez fails (messaging/health.py). A turn that failed "
+       "because a store is away still counts, so an outage fails /readyz only; keep it above the Redis socket timeout "
+       "(30 s), which bounds a call to a hung server.", group="metrics", parse=float)
 
 # --- metrics: each process's own port ----------------------------------------------------------------------------
 for _module, _what in (("MASTER", "a master"), ("CRAWLER", "a Scrapy worker"), ("KAFKA_MONITOR", "a Kafka monitor"),

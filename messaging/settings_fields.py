@@ -46,6 +46,7 @@ class SettingsFields:
     metrics_host: str
     prometheus_sd_file: str
     prometheus_sd_interval: float
+    liveness_seconds: float
     master_metrics_port: int
     crawler_metrics_port: int
     kafka_monitor_metrics_port: int

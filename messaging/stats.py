@@ -26,6 +26,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -182,6 +183,7 @@ class Heartbeat:
         self.ip = ip
         self.interval = interval
         self.extra = list(extra)
+        self.turned_at: float | None = None  # when the thread last beat, or tried to (monotonic): its liveness
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{stats.module}", daemon=True)
 
@@ -196,9 +198,17 @@ class Heartbeat:
             refresh()
 
     def _run(self) -> None:
+        self.turned_at = time.monotonic()
         while not self._stop.wait(self.interval):
+            self.turned_at = time.monotonic()  # a failed beat is a turn too: Redis away is not a wedged thread
             with contextlib.suppress(Exception):  # a Redis hiccup must not kill the beat; the next one retries
                 self.beat()
+
+    def age(self) -> float | None:
+        """Seconds since the thread's last turn (None before it runs or after it stopped)."""
+        if self.turned_at is None or self._stop.is_set():
+            return None
+        return time.monotonic() - self.turned_at
 
     def stop(self) -> None:
         self._stop.set()

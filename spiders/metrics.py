@@ -227,7 +227,12 @@ class WorkerMetrics:
         return site
 
     def _feed(self) -> Any:
-        engine = getattr(self.crawler, "engine", None)
-        slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
-        scheduler = getattr(slot, "scheduler", None)
-        return getattr(scheduler, "feed", None)
+        return feed_of(self.crawler)
+
+
+def feed_of(crawler: Any) -> Any:
+    """The running worker's feed (:class:`spiders.worker.feed.TaskFeed`), or None before its scheduler opened."""
+    engine = getattr(crawler, "engine", None)
+    slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
+    scheduler = getattr(slot, "scheduler", None)
+    return getattr(scheduler, "feed", None)

@@ -17,8 +17,9 @@ NEWSPIDER_MODULE = "spiders.spiders"
 # with "ADDONS": {"spiders.addon.FleetAddon": None} in its custom_settings; plain Scrapy with -s ADDONS={}.
 ADDONS = {"spiders.addon.FleetAddon": 0}
 
-# Prometheus /metrics of this worker (responses by status, hits per site, items, leases; CPU and memory).
-EXTENSIONS = {"spiders.metrics.WorkerMetrics": 500}
+# Prometheus /metrics of this worker (responses by status, hits per site, items, leases; CPU and memory), and on the
+# same port /livez and /readyz (reactor, feed thread and heartbeat turning; Redis answering, job registered).
+EXTENSIONS = {"spiders.metrics.WorkerMetrics": 500, "spiders.health.WorkerHealth": 510}
 
 # --- downloading ----------------------------------------------------------------------------------------------
 # A static fetch is Scrapy's HTTP/1.1 handler; a render (meta["fleet_render"]) is Debian's headless Chromium through

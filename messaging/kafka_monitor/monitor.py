@@ -26,6 +26,7 @@ from kafka.errors import CommitFailedError
 from messaging import clients, keys, modules, request_kinds
 from messaging.answers import answer_for, failed_record
 from messaging.clients import RedisClient
+from messaging.health import Beat, Health, outage_clear
 from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
 from messaging.outage import OutageLog
@@ -79,6 +80,12 @@ class KafkaMonitor:
         self._last_water_check = 0.0
         self.outage = OutageLog(logger, "kafka-monitor: a batch (Redis or Kafka; retried from its first offsets)")
         self.water_outage = OutageLog(logger, "kafka-monitor: reading the size of seeds (Redis)")
+        self.beat = Beat()  # the consume loop's turns (/livez)
+
+    def health_checks(self, health: Health) -> None:
+        """Live while the consume loop turns; ready while its batches reach Redis and Kafka."""
+        health.beat("consume", self.beat)
+        health.ready("intake", outage_clear(self.outage))
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -101,6 +108,7 @@ class KafkaMonitor:
     def run(self) -> None:
         """Consume until :meth:`stop`; every failure before a commit is retried from the batch's first offsets."""
         while not self._stop.is_set():
+            self.beat.tick()
             self.check_water()
             records = self.consumer.poll(timeout_ms=500)
             if not records:

@@ -32,6 +32,7 @@ from messaging import clients, keys, modules, request_kinds
 from messaging.answers import ERROR, OK, REJECTED, answer
 from messaging.clients import RedisClient, as_text
 from messaging.clock import Clock
+from messaging.health import Beat, Health, outage_clear
 from messaging.outage import OutageLog
 from messaging.plugins import load_plugins
 from messaging.redis_monitor.claim import HeldEntry
@@ -78,6 +79,12 @@ class RedisMonitor:
         self._next_claim = 0.0
         self._stop = threading.Event()
         self.outage = OutageLog(logger, "redis-monitor: reading the request streams (Redis or Kafka)", clock=clock)
+        self.beat = Beat()  # the read loop's turns (/livez)
+
+    def health_checks(self, health: Health) -> None:
+        """Live while the read loop turns; ready while its reads and answers reach Redis and Kafka."""
+        health.beat("answer", self.beat)
+        health.ready("answers", outage_clear(self.outage))
 
     def connect(self) -> None:
         if self.producer is None:
@@ -100,6 +107,7 @@ class RedisMonitor:
 
     def run(self) -> None:
         while not self._stop.is_set():
+            self.beat.tick()
             try:
                 self.run_once(block=self.settings.redis_monitor_interval)
             except Exception as exc:  # Redis or Kafka away: keep going, the requests stay until answered
@@ -128,6 +136,7 @@ class RedisMonitor:
         for stream, entry_id, fields in entries:
             if self._stop.is_set():
                 break  # the rest stay pending for this consumer: taken over after the lock TTL
+            self.beat.tick()
             handled += self.handle_entry(stream, entry_id, fields)
         return handled
 

@@ -38,6 +38,8 @@ class Heartbeat:
         self.clock = clock
         self.beats = 0
         self.fenced = False
+        self.turned_at: float | None = None  # last beat or attempt (spiders.health: liveness)
+        self.registered_at: float | None = None  # last beat that found the job registered (readiness)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing_since: float | None = None
@@ -60,11 +62,13 @@ class Heartbeat:
         busy, lag = self.progress()
         registered = self.registry.heartbeat(self.job, busy=busy, lag=lag)
         self.beats += 1
+        if registered:
+            self.registered_at = self.clock()
         return registered
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = self.clock()
+            started = self.turned_at = self.clock()
             try:
                 if not self.beat():
                     logger.warning("job %s is not in the registry (expired?): the master will retire it", self.job)

@@ -142,6 +142,27 @@ def test_replacing_every_worker_of_a_type_resumes_dispatch_within_one_round(cf) 
     assert result.total == 2 * 60 * 10  # their own window (new workers start at the initial rate, 60/min)
 
 
+def test_a_worker_that_leaves_cleanly_has_its_tasks_back_in_seeds_at_the_next_check(cf) -> None:
+    """SIGTERM (a pod scaled down): the worker retires itself; the leading master hands back what it still held
+    within a check, not at the next election."""
+    redis = cf.redis()
+    push_seeds(redis, tasks(50))
+    for job in ("leaving", "staying"):
+        with_history(redis, job, 600)
+    epoch = int(redis.incr(keys.MASTER_EPOCH))
+    Dispatcher(redis, epoch).round(T0)
+    held, kept = len(queued(redis, "leaving")), len(queued(redis, "staying"))
+    assert held > 0 and kept > 0 and redis.zcard(keys.SEEDS) == 50 - held - kept
+    assert WorkerRegistry(redis).leave("leaving", now=T0 + 1)
+    service = MasterService(cf.settings)
+    try:
+        service._leaves(Requeuer(redis, epoch), T0 + 2)
+    finally:
+        service.close()
+    assert queued(redis, "leaving") == [] and len(queued(redis, "staying")) == kept
+    assert redis.zcard(keys.SEEDS) == 50 - kept
+
+
 # --- 3. the finisher ----------------------------------------------------------------------------------------------
 def zscan_calls(redis: Any) -> int:
     return int(redis.info("commandstats").get("cmdstat_zscan", {}).get("calls", 0))
