@@ -5,11 +5,12 @@
 
 For each number of domains D: ``--urls`` queued URLs spread evenly over D domains and over ``--workers`` jobs are
 loaded straight into the jobs' domain queues, ``<job>:domains`` and the ready indexes (the dispatcher's landing
-helper, :func:`frontier.ready.add_to_index`); then one process per job takes tasks through the real walk
+helper, :func:`frontier.client.add_to_index`); then one process per job takes tasks through the real walk
 (:class:`frontier.domain_walk.ReadyWalk`) and the real politeness step, batched as the worker's feed batches them
-with an empty prefetch of 32: 16 due domains per two round trips, 2 steps each (:mod:`frontier.take_batch`; the old
-walk: up to 16 steps of one domain, ``Politeness.take_many``, after reading the queue's heads as with robots.txt),
-and acknowledges them in batches of 64 (``Politeness.complete``), for ``--seconds`` or until its queues are empty.
+with an empty prefetch of 32: 16 due domains per two round trips, 2 steps each (``FrontierClient.take_domains``; the
+old walk: up to 16 steps of one domain, ``FrontierClient.take_many``, after reading the queue's heads as with
+robots.txt), and acknowledges them in batches of 64 (``FrontierClient.complete``), for ``--seconds`` or until its
+queues are empty.
 Every site's rate is 10^6 hits per 60 s, so pacing never binds: what is measured is the frontier's own cost.
 
 Printed per D: takes/s (all workers), Redis memory per queued URL (``used_memory`` after loading minus before, over
@@ -37,11 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from deploy import services
+from frontier.client import FrontierClient, Lease, add_to_index
 from frontier.config_watch import StaticSiteConfig
 from frontier.domain_walk import DomainWalk, ReadyWalk
-from frontier.politeness import Lease, Politeness
-from frontier.ready import ReadyIndex, add_to_index
-from frontier.take_batch import take_domains
+from frontier.politeness import Politeness
 from messaging import keys
 from messaging.clients import redis_client
 from messaging.settings import load
@@ -51,7 +51,7 @@ from messaging.tasks import Task, queue_score
 RATE = Rate(1_000_000, 60)  # pacing never binds
 TAKE_BATCH = 16  # steps per domain and batch, as spiders.worker.feed
 PREFETCH = 32  # as spiders.worker.feed with an empty prefetch (CRAWLFLEET_PREFETCH): a batch takes at most this many
-TAKE_GROUP = 16  # due domains per batch (frontier.take_batch): the feed's min(16, room // 2)
+TAKE_GROUP = 16  # due domains per batch (FrontierClient.take_domains): the feed's min(16, room // 2)
 ACK_BATCH = 64
 LOAD_CHUNK = 20_000  # URLs per loading pipeline
 SPIDER_TYPE = "sim"
@@ -123,11 +123,12 @@ def run_worker(env: dict[str, str], job: str, seconds: float, old: bool, out: An
     """One simulated worker: take (walk + batched steps) and acknowledge until the time is up or the queues are empty;
     sends {takes, elapsed, latencies} through ``out``."""
     redis = client(env)
-    engine = Politeness(redis, job, SPIDER_TYPE, "10.0.0.1", StaticSiteConfig(RATE), lease_seconds=600.0)
+    engine = FrontierClient(redis, job, SPIDER_TYPE, "10.0.0.1", Politeness(StaticSiteConfig(RATE)),
+                            lease_seconds=600.0)
     extra: list[Lease] = []
 
     def take(domain: str) -> Any:
-        # as a worker that obeys robots.txt (Politeness.take_many reads the queue's heads, then steps for those)
+        # as a worker that obeys robots.txt (FrontierClient.take_many reads the queue's heads, then steps for those)
         heads = len(redis.zrange(keys.queue(job, domain), 0, TAKE_BATCH - 1))
         results = engine.take_many(domain, max(1, heads))
         extra.extend(r.lease for r in results[1:] if r.lease is not None)
@@ -135,7 +136,7 @@ def run_worker(env: dict[str, str], job: str, seconds: float, old: bool, out: An
 
     def take_group(domains: list[str]) -> list[Any]:
         firsts = []
-        for results in take_domains(engine, domains, max(1, min(TAKE_BATCH, PREFETCH // len(domains)))):
+        for results in engine.take_domains(domains, max(1, min(TAKE_BATCH, PREFETCH // len(domains)))):
             extra.extend(r.lease for r in results[1:] if r.lease is not None)
             firsts.append(drained(results))
         return firsts
@@ -143,7 +144,7 @@ def run_worker(env: dict[str, str], job: str, seconds: float, old: bool, out: An
     if old:
         walk: Any = DomainWalk(take, engine.domains, max_empty_backoff=1.0)
     else:
-        walk = ReadyWalk(take, ReadyIndex(redis, job, SPIDER_TYPE), idle_poll=0.2, take_group=take_group,
+        walk = ReadyWalk(take, engine.ready, idle_poll=0.2, take_group=take_group,
                          group=TAKE_GROUP)
     latencies: list[float] = []
     leases: list[Lease] = []

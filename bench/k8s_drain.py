@@ -32,7 +32,7 @@ from deploy.demoweb.router import STATS_PATH
 from deploy.demoweb.runner import demoweb_status, site_url
 from deploy.demoweb.sites import build_sites
 from deploy.procs import pid_alive, wait_for
-from frontier.registry import queue_depths
+from frontier.client import FrontierReader
 from messaging import clients, keys
 from messaging.settings import load
 from messaging.siteconfig import Rate, SitePaths, write_defaults
@@ -61,7 +61,7 @@ def one_run(run_dir: Path, settings: Any, redis: Any, producer: Any, after: int)
     chosen: list[str] = []
 
     def loaded() -> bool:  # the first worker that has completed enough in this run and holds leases now
-        depths = queue_depths(redis, list(workers))
+        depths = FrontierReader(redis).queue_depths(list(workers))
         for job in workers:
             done = int(redis.hget(keys.worker_activity(job), "done") or 0) - start[job]
             if done >= after and depths[job][1] > 0:
@@ -72,7 +72,7 @@ def one_run(run_dir: Path, settings: Any, redis: Any, producer: Any, after: int)
     wait_for(loaded, 300, f"a worker to complete {after} tasks and hold leases", interval=0.02)
     job = chosen[0]
     victim = workers[job]
-    queued, leased = queue_depths(redis, [job])[job]
+    queued, leased = FrontierReader(redis).queue_depths([job])[job]
     os.kill(victim["pid"], signal.SIGTERM)
     began = time.monotonic()
     wait_for(lambda: not pid_alive(victim["pid"]), 120, f"{job} to exit", interval=0.05)

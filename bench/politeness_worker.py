@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 
+from frontier.client import FrontierClient
 from frontier.config_watch import SiteConfigWatch
 from frontier.domain_walk import DomainWalk
 from frontier.politeness import Politeness
@@ -61,9 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         robots = (RobotsCache(redis, lambda url: fetch_http(url, user_agent=settings.robotstxt_user_agent),
                               ttl=settings.robots_ttl, error_ttl=settings.robots_error_ttl)
                   if settings.robotstxt_obey else None)
-        engine = Politeness(redis, args.job, args.spider_type, args.ip, config, robots,
-                            user_agent=settings.robotstxt_user_agent, lease_seconds=settings.lease_seconds,
-                            stats=Stats(redis, "politeness"))
+        rules = Politeness(config, robots, settings.robotstxt_user_agent, stats=Stats(redis, "politeness"))
+        engine = FrontierClient(redis, args.job, args.spider_type, args.ip, rules, lease_seconds=settings.lease_seconds)
         walk = DomainWalk(engine.take, engine.domains, max_sleep=0.25, on_removed=lambda tasks: print(
             json.dumps({"removed": [task.url for task in tasks], "job": args.job}), flush=True))
         config.add_listener(walk.reopen)  # a changed site is asked again at once, as in the Scrapy worker

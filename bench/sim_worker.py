@@ -1,9 +1,9 @@
 """A simulated worker for the dispatcher's benchmarks and tests: completes tasks at a set speed, in simulated time.
 
 It talks to real Redis exactly as a Scrapy worker does, minus the crawling: it registers and heartbeats through
-``frontier.registry``, leases tasks from its domain queues through the politeness step (:meth:`Politeness.take`, with
-a rate too high to throttle), completes them (:meth:`Politeness.complete`) and counts the completions for the
-weights (:func:`frontier.registry.record_completion`). Its
+``frontier.registry``, leases tasks from its domain queues through the politeness step (:meth:`FrontierClient.take`,
+with a rate too high to throttle), completes them (:meth:`FrontierClient.complete`) and counts the completions for
+the weights (:func:`frontier.registry.record_completion`). Its
 speed (tasks per minute) can change during a run. Politeness is not simulated (the politeness engine's own tests
 cover it).
 """
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from frontier.client import FrontierClient, Lease, Outcome
 from frontier.config_watch import StaticSiteConfig
 from frontier.finish_hints import log_touched
-from frontier.politeness import Lease, Outcome, Politeness
+from frontier.politeness import Politeness
 from frontier.registry import WorkerInfo, WorkerRegistry, record_completion
 from messaging import keys
 from messaging.siteconfig import Rate
@@ -32,8 +33,8 @@ class SimWorker:
         self.ip = ip
         self.lease_seconds = lease_seconds
         self.registry = WorkerRegistry(redis)
-        self.politeness = Politeness(redis, job, spider_type, ip, StaticSiteConfig(UNTHROTTLED),
-                                     lease_seconds=lease_seconds)
+        self.frontier = FrontierClient(redis, job, spider_type, ip, Politeness(StaticSiteConfig(UNTHROTTLED)),
+                                       lease_seconds=lease_seconds)
         self.completed = 0
         self._carry = 0.0
         self._next_domain = 0
@@ -55,7 +56,7 @@ class SimWorker:
             for domain in list(open_domains):
                 if len(leased) >= n:
                     break
-                result = self.politeness.take(domain, now=now)
+                result = self.frontier.take(domain, now=now)
                 if result.outcome == Outcome.TAKEN and result.lease is not None:
                     leased.append((domain, result.lease.member))
                 else:
@@ -67,7 +68,7 @@ class SimWorker:
     def ack(self, leased: list[tuple[str, str]], now: float) -> int:
         """Complete leased tasks (acknowledged and released in one step per domain), then count the completions.
         Raises Fenced if retired."""
-        done = self.politeness.complete([Lease(domain, member, 0.0) for domain, member in leased])
+        done = self.frontier.complete([Lease(domain, member, 0.0) for domain, member in leased])
         if done:
             log_touched(self.redis, ((lease.domain, lease.task.crawlid) for lease in done))  # as the committer does
             record_completion(self.redis, self.job, len(done), now)

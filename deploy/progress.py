@@ -23,7 +23,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from frontier.registry import WorkerRegistry, queue_depths
+from frontier.client import FrontierReader
+from frontier.registry import WorkerRegistry
 from frontier.weights import measure
 from messaging import keys
 from messaging.clients import as_text
@@ -153,7 +154,7 @@ def _workers(redis: Any, jobs: Mapping[str, str], baseline: Mapping[str, int],
     done = lifetime_completions(redis, list(jobs))
     started = {job: info.started for job, info in infos.items()}
     rates = measure(registry, started, RedisClock(redis).now(), window_minutes) if started else {}
-    depths = queue_depths(redis, list(jobs))
+    depths = FrontierReader(redis).queue_depths(list(jobs))
     return tuple(
         WorkerProgress(job=job, spider_type=spider, registered=job in live, queued=depths[job][0],
                        leased=depths[job][1], pages=max(0, done.get(job, 0) - baseline.get(job, 0)),

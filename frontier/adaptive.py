@@ -28,9 +28,10 @@ from typing import Any
 from frontier.lua import LUA
 from messaging import keys
 from messaging.clients import RedisClient, as_text
-from messaging.clock import LUA_NOW_MICROSECONDS
-from messaging.scripts import lua_source, run_scripts
+from messaging.clock import NOW_MICROSECONDS_LUA
+from messaging.scripts import lua_script, run_scripts
 
+ADAPT = lua_script(LUA / "adapt.lua", NOW_MICROSECONDS_LUA)
 US = 1_000_000
 STATE_TTL_MS = 86_400_000  # a site not sampled for a day starts again from its configured rate
 
@@ -73,7 +74,7 @@ class AdaptiveDelay:
     def __init__(self, redis: RedisClient, rule: AdaptiveRule | None = None) -> None:
         self.redis = redis
         self.rule = rule or AdaptiveRule()
-        self._adapt = redis.register_script(LUA_NOW_MICROSECONDS + lua_source(LUA / "adapt.lua"))
+        self._adapt = ADAPT.on(redis)
 
     def record(self, samples: Sequence[Sample], spacing: dict[str, float],
                now: float | None = None) -> dict[str, float]:

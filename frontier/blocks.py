@@ -1,6 +1,6 @@
 """Every worker hears of a domain's block (a 429/503's Retry-After) the moment any worker sets it.
 
-The politeness step refuses a blocked domain (``block:{<domain>}``, see :func:`frontier.politeness.block_domain`),
+The politeness step refuses a blocked domain (``block:{<domain>}``, see :func:`frontier.client.block_domain`),
 but a worker reserves a site's hits up to CRAWLFLEET_PACE_HORIZON ahead and sends them without asking Redis again:
 the hits reserved before the 429 would still reach the site while it asked to be left alone. So the block script
 also publishes ``<domain> <microseconds left>`` on :data:`messaging.keys.BLOCKS_CHANNEL`, and each worker runs one

@@ -15,15 +15,15 @@ watch's thread) has the next pass ask the step again for that domain (every doma
 of a site the walk does not know by that name). A Retry-After block is never shortened (``lua/block.lua``), and a
 longer one is what the step reports when asked, so blocks need no such call.
 
-The walk only needs a ``take(domain) -> TakeResult`` (:meth:`frontier.politeness.Politeness.take`) and the list of
-domains (``Politeness.domains``, refreshed every ``refresh_seconds``); time is an injectable clock (local, since
+The walk only needs a ``take(domain) -> TakeResult`` (:meth:`frontier.client.FrontierClient.take`) and the list of
+domains (``FrontierClient.domains``, refreshed every ``refresh_seconds``); time is an injectable clock (local, since
 waits are durations), so the walk is tested in simulated time.
 
 **The ready walk** (:class:`ReadyWalk`, what workers use): the same contract, but the domains come from the job's
-ready index (:mod:`frontier.ready`): one call per batch of *due* domains, oldest due first, which also writes back
-what the batch's steps said (taken: due again now, behind the others; throttled, blocked, robots pending: due when
-the step says; empty: removed, then re-checked). Empty and closed domains cost nothing, so the cost of a take no
-longer grows with the number of domains. A slice of the reconcile (:meth:`frontier.ready.ReadyIndex.reconcile`) runs
+ready index (:mod:`frontier.client.ready`): one call per batch of *due* domains, oldest due first, which also writes
+back what the batch's steps said (taken: due again now, behind the others; throttled, blocked, robots pending: due
+when the step says; empty: removed, then re-checked). Empty and closed domains cost nothing, so the cost of a take no
+longer grows with the number of domains. A slice of the reconcile (:meth:`frontier.client.ReadyIndex.reconcile`) runs
 every ``reconcile_tick`` seconds, so a domain whose index entry was lost is walked again within
 ``reconcile_seconds``. :class:`DomainWalk` (the round robin over every domain) stays for the benchmarks' comparison.
 """
@@ -36,8 +36,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from frontier.politeness import Outcome, TakeResult
-from frontier.ready import ReadyIndex
+from frontier.client import Outcome, ReadyIndex, TakeResult
 from messaging.clock import Clock
 from messaging.tasks import Task
 
@@ -191,7 +190,7 @@ class DomainWalk(_Walk):
 
 
 class ReadyWalk(_Walk):
-    """The walk over the job's ready index (:mod:`frontier.ready`): only due, non-empty domains are asked."""
+    """The walk over the job's ready index (:mod:`frontier.client.ready`): only due, non-empty domains are asked."""
 
     def __init__(
         self,
@@ -209,7 +208,7 @@ class ReadyWalk(_Walk):
         group: int = 1,
     ) -> None:
         self.take = take
-        self.take_group = take_group  # steps for several due domains in one go (frontier.take_batch), if given
+        self.take_group = take_group  # steps for several due domains in one go (FrontierClient.take_domains), if given
         self.group = group  # due domains per take_group call (the caller may change it between polls)
         self.index = index
         self.clock = clock or MonotonicClock()
@@ -301,7 +300,7 @@ class ReadyWalk(_Walk):
             due = self.index.due(updates, lost=lost, reopen_all=None in reopened)
             emptied = [domain for domain, op in updates if op == ReadyIndex.REMOVE]
             back = self.index.nonempty(emptied) if emptied else []
-            if back:  # tasks landed between the step and the removal: put them back (frontier.ready, invariant)
+            if back:  # tasks landed between the step and the removal: put them back (frontier.client.ready, invariant)
                 self.skips["readded"] += len(back)
                 due = self.index.due([(domain, ReadyIndex.ADD) for domain in back])
         except Exception:

@@ -19,7 +19,8 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from frontier.registry import WorkerRegistry, queue_depths
+from frontier.client import FrontierReader
+from frontier.registry import WorkerRegistry
 from messaging import keys, modules
 from messaging.clients import RedisClient, as_text
 from messaging.clock import RedisClock
@@ -66,7 +67,7 @@ class ClusterCollector:
         registry = WorkerRegistry(redis)
         live = registry.live()
         infos = registry.infos(live)
-        depths = queue_depths(redis, list(infos))
+        depths = FrontierReader(redis).queue_depths(list(infos))
         seeds = GaugeMetricFamily("crawlfleet_seeds", "Tasks waiting in seeds for the dispatcher.")
         seeds.add_metric([], int(redis.zcard(keys.SEEDS)))
         alive = GaugeMetricFamily("crawlfleet_workers_alive",

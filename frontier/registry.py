@@ -13,7 +13,7 @@ Worker side (the Scrapy worker; the simulated workers of tests and benchmarks)::
     registry.register(WorkerInfo(job, spider_type, ip, host, pid))
     registry.heartbeat(job, busy=scheduler_has_work, lag=seconds_since_the_feed_last_made_a_pass)
                                                               # every CRAWLFLEET_HEARTBEAT_INTERVAL seconds
-    task = politeness.ack(lease)                              # the lease-ack step (frontier.politeness)
+    task = frontier.ack(lease)                                # the lease-ack step (frontier.client)
     if task is not None:
         record_completion(redis, job, [task])               # weights + the crawl's pending count
     registry.leave(job)                                       # on a clean shutdown: requeued at once
@@ -31,7 +31,7 @@ logged by the master, never retired); ``gone`` (no heartbeat for CRAWLFLEET_HEAR
 Fencing: the master retires a job whose heartbeat is older than CRAWLFLEET_HEARTBEAT_TTL (:meth:`retire`); from then
 on ``register``, ``heartbeat`` and ``record_completion`` of that job raise :class:`Fenced` and the worker must stop.
 The master then moves the job's queues *and leases* back to ``seeds`` (``master.requeue``), one atomic call per
-domain slot, so the job's later lease acks find nothing to acknowledge (``politeness.ack`` returns ``None``) and
+domain slot, so the job's later lease acks find nothing to acknowledge (``FrontierClient.ack`` returns ``None``) and
 nothing of it is counted twice. Writes that are not acks (pushing child tasks) should check :func:`is_retired` first;
 a child pushed by a zombie in the gap is at worst a duplicate task, never a lost one.
 """
@@ -49,17 +49,16 @@ from frontier.lua import LUA, PENDING_LUA
 from messaging import keys
 from messaging.clients import as_text
 from messaging.clock import NOW_SECONDS_LUA, Clock, RedisClock
-from messaging.scripts import lua_source
+from messaging.scripts import lua_script
 from messaging.tasks import Task
 
 RETIRED_KEEP_SECONDS = 7 * 86400  # a retired job id stays fenced this long (job ids are never reused)
 
-_REGISTER = lua_source(LUA / "register.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
-_HEARTBEAT = lua_source(LUA / "heartbeat.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
-_COMPLETE = lua_source(LUA / "completions.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
-_RETIRE = lua_source(LUA / "retire.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
-
-_DONE = lua_source(LUA / "done.lua", PENDING_LUA)
+REGISTER = lua_script(LUA / "register.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
+HEARTBEAT = lua_script(LUA / "heartbeat.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
+COMPLETIONS = lua_script(LUA / "completions.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
+RETIRE = lua_script(LUA / "retire.lua", NOW_SECONDS_LUA, LUA / "minute.lua")
+DONE = lua_script(LUA / "done.lua", PENDING_LUA)  # tasks leave their crawls' pending counts of a domain
 
 
 class Fenced(RuntimeError):
@@ -119,10 +118,9 @@ class WorkerRegistry:
     def __init__(self, redis: Any, clock: Clock | None = None) -> None:
         self.redis = redis
         self.clock = clock
-        self._register = redis.register_script(_REGISTER)
-        self._heartbeat = redis.register_script(_HEARTBEAT)
-        self._complete = redis.register_script(_COMPLETE)
-        self._retire = redis.register_script(_RETIRE)
+        self._register = REGISTER.on(redis)
+        self._heartbeat = HEARTBEAT.on(redis)
+        self._retire = RETIRE.on(redis)
 
     def _now(self, now: float | None) -> str:
         if now is not None:
@@ -241,15 +239,6 @@ def is_retired(redis: Any, job: str) -> bool:
     return redis.zscore(keys.RETIRED_WORKERS, job) is not None
 
 
-_scripts: dict[str, Any] = {}
-
-
-def _script(redis: Any, name: str, source: str) -> Any:
-    if name not in _scripts:
-        _scripts[name] = redis.register_script(source)
-    return _scripts[name]
-
-
 def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: float | None = None) -> int:
     """Count tasks the job completed (their leases were acknowledged): the ack path calls this.
 
@@ -267,7 +256,7 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
         by_domain: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for task in tasks:
             by_domain[task.domain][task.crawlid] += 1
-        done = _script(redis, "done", _DONE)
+        done = DONE.on(redis)
         pipe = redis.pipeline(transaction=False)
         for domain, crawls in by_domain.items():
             args: list[Any] = []
@@ -276,7 +265,7 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
             done(keys=[keys.pending_domain(domain)], args=args, client=pipe)
         log_touched(pipe, ((domain, crawlid) for domain, crawls in by_domain.items() for crawlid in crawls))
         pipe.execute()
-    result = int(_script(redis, "complete", _COMPLETE)(
+    result = int(COMPLETIONS.on(redis)(
         keys=[keys.RETIRED_WORKERS, keys.worker_activity(job)],
         args=["" if now is None else repr(float(now)), job, n], client=redis))
     if result < 0:
@@ -287,21 +276,3 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
 def _clock_now(clock: Clock | None) -> float | None:
     return clock.now() if clock is not None else None
 
-
-def queue_depths(redis: Any, jobs: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """(queued, leased) tasks of each job over all its domains, in two pipelined round trips."""
-    pipe = redis.pipeline(transaction=False)
-    for job in jobs:
-        pipe.smembers(keys.job_domains(job))
-    domains = {job: [as_text(d) for d in members] for job, members in zip(jobs, pipe.execute(), strict=True)}
-    pipe = redis.pipeline(transaction=False)
-    for job in jobs:
-        for domain in domains[job]:
-            pipe.zcard(keys.queue(job, domain))
-            pipe.zcard(keys.inflight(job, domain))
-    counts = iter(pipe.execute())
-    result = {}
-    for job in jobs:
-        pairs = [(next(counts), next(counts)) for _ in domains[job]]
-        result[job] = (sum(queued for queued, _ in pairs), sum(leased for _, leased in pairs))
-    return result

@@ -60,9 +60,9 @@ from typing import Any
 from frontier.lua import LUA
 from messaging import keys
 from messaging.clients import RedisClient
+from messaging.clock import NOW_SECONDS_LUA
 from messaging.regexes import compile_user_regex
-from messaging.scripts import LUA as MESSAGING_LUA
-from messaging.scripts import lua_source
+from messaging.scripts import lua_script
 from messaging.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ FETCHED, CHANGED, UNCHANGED, NOT_MODIFIED, FAILED = "fetched", "changed", "uncha
 OUTCOMES = (FETCHED, CHANGED, UNCHANGED, NOT_MODIFIED, FAILED)
 
 _RATES = f"local INC_RATE = {INC_RATE!r}\nlocal DEC_RATE = {DEC_RATE!r}\n"
-SCHEDULE_LUA = lua_source(LUA / "revisit_schedule.lua", MESSAGING_LUA / "now_seconds.lua", prefix=_RATES)
+SCHEDULE = lua_script(LUA / "revisit_schedule.lua", NOW_SECONDS_LUA, prefix=_RATES)
 
 
 def next_interval(interval: float, outcome: str, low: float, high: float) -> float:
@@ -157,7 +157,7 @@ class Schedule:
 
     def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
-        self._script = redis.register_script(SCHEDULE_LUA)
+        self._script = SCHEDULE.on(redis)
 
     def record(self, fetched: Iterable[Fetched], policies: dict[str, RevisitPolicy], now: float | None = None,
                pipe: Any = None) -> list[str]:

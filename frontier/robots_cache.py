@@ -37,9 +37,8 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from frontier.lua import LUA
+from frontier.client.robots import RobotsRecords
 from frontier.robots_rules import (
     MAX_BODY,
     MAX_REDIRECTS,
@@ -50,11 +49,9 @@ from frontier.robots_rules import (
     robots_url,
     status_kind,
 )
-from messaging import keys
-from messaging.clients import RedisClient, as_text
-from messaging.clock import LUA_NOW_SECONDS, Clock, SystemClock
+from messaging.clients import RedisClient
+from messaging.clock import Clock, SystemClock
 from messaging.domains import domain_of
-from messaging.scripts import lua_source, run_scripts
 
 __all__ = ["Claims", "Robots", "RobotsCache", "RobotsUnavailable", "authority", "fetch_http", "robots_url"]
 
@@ -202,10 +199,7 @@ class RobotsCache:
         self.fetched = 0  # robots.txt files this process fetched (tests, stats)
         self._memo: dict[str, tuple[Robots | Outage, float]] = {}  # by host
         self._latest: dict[str, Robots] = {}  # by domain: the rules of the host read last (Crawl-delay)
-        self._claim = _script(redis, "robots_claim", timed=True)
-        self._store = _script(redis, "robots_store")
-        self._down = _script(redis, "robots_down", timed=True)
-        self._renew = _script(redis, "robots_renew")
+        self.records = RobotsRecords(redis)  # the frontier client's robots.txt records (frontier.client)
 
     # --- reading --------------------------------------------------------------------------------------------------
     def lookup(self, url: str) -> Robots | None:
@@ -237,14 +231,13 @@ class RobotsCache:
         if memo is not None and memo[1] > now:
             return memo[0]
         domain = domain_of(url)
-        reply = self._claim(keys=self._keys(domain, host),
-                            args=[_time_arg(self.redis_now()), self.token, int(self.lock_seconds * 1000)])
-        kind = as_text(reply[0])
+        reply = self.records.claim(domain, host, self.token, int(self.lock_seconds * 1000), self.redis_now())
+        kind = reply[0]
         if kind == "cached":
-            return self._remember(domain, host, as_text(reply[1]))
+            return self._remember(domain, host, reply[1])
         if kind == "down":
-            retry_in = float(as_text(reply[1]))
-            outage = Outage(now + retry_in, as_text(reply[2]))
+            retry_in = float(reply[1])
+            outage = Outage(now + retry_in, reply[2])
             self._memo[host] = (outage, now + min(retry_in, self.local_seconds))
             return outage
         self._memo.pop(host, None)
@@ -259,8 +252,8 @@ class RobotsCache:
         if memo is not None and memo[1] > self.clock.now() and isinstance(memo[0], Robots):
             return memo[0]
         domain = domain_of(url)
-        raw = self.redis.get(keys.robots(domain, host))
-        return None if raw is None else self._remember(domain, host, as_text(raw))
+        body = self.records.cached(domain, host)
+        return None if body is None else self._remember(domain, host, body)
 
     def allowed(self, url: str, user_agent: str) -> bool | None:
         """Whether robots.txt allows ``url`` for ``user_agent`` (its product token); ``None`` while the rules are
@@ -293,7 +286,7 @@ class RobotsCache:
     def release(self, url: str) -> None:
         """Give up this process's claim (a fetch that could not be made): another process may claim it at once."""
         self.claims.discard(url)
-        self._renew(keys=[keys.robots_lock(domain_of(url), authority(url))], args=[self.token, 1])
+        self.records.release(domain_of(url), authority(url), self.token)
 
     def store(self, url: str, body: str, ttl: float | None = None) -> Robots:
         """Publish the robots.txt of ``url``'s host (``""``: unavailable, allow all), end its outage, release
@@ -302,7 +295,7 @@ class RobotsCache:
         if len(data) > MAX_BODY:
             body = cap_body(data)
         domain, host = domain_of(url), authority(url)
-        self._store(keys=self._keys(domain, host), args=[self.token, body, max(1, int((ttl or self.ttl) * 1000))])
+        self.records.store(domain, host, self.token, body, max(1, int((ttl or self.ttl) * 1000)))
         self.claims.discard(url)
         return self._remember(domain, host, body)
 
@@ -310,11 +303,9 @@ class RobotsCache:
         """A server or network error: the host's outage begins or goes on (``None``), or has lasted longer than
         ``outage_limit`` (the rules are then "allow all" until the next attempt). Releases the claim."""
         domain, host = domain_of(url), authority(url)
-        reply = self._down(keys=self._keys(domain, host),
-                           args=[_time_arg(self.redis_now()), self.token, self.first_retry, self.error_ttl,
-                                 "" if retry_after is None else retry_after, self.outage_limit, why[:300]])
+        kind, lasted, retry_in = self.records.down(domain, host, self.token, self.redis_now(), self.first_retry,
+                                                   self.error_ttl, retry_after, self.outage_limit, why[:300])
         self.claims.discard(url)
-        kind, lasted, retry_in = as_text(reply[0]), float(as_text(reply[1])), float(as_text(reply[2]))
         if kind == "escaped":
             logger.warning("robots.txt of %s unreachable for %.0f s (over the %.0f-s outage limit): allowing all "
                            "until the next attempt in %.0f s: %s", host, lasted, self.outage_limit, retry_in, why)
@@ -332,10 +323,10 @@ class RobotsCache:
         for url in lost:
             logger.warning("robots.txt fetch for %s ran longer than %.0f s: its claim is left to expire",
                            authority(url), self.claims.fetch_seconds)
-        calls = [(self._renew, [keys.robots_lock(domain_of(url), authority(url))],
-                  [self.token, int(self.lock_seconds * 1000)]) for url in renew]
-        for url, renewed in zip(renew, run_scripts(self.redis, calls), strict=True):
-            if not int(renewed):
+        renewed_claims = self.records.renew([(domain_of(url), authority(url)) for url in renew], self.token,
+                                            int(self.lock_seconds * 1000))
+        for url, renewed in zip(renew, renewed_claims, strict=True):
+            if not renewed:
                 self.claims.discard(url)
                 lost.append(url)
         return lost
@@ -344,21 +335,10 @@ class RobotsCache:
         """Drop the rules of ``url``'s host everywhere (the next lookup fetches again)."""
         host = authority(url)
         self._memo.pop(host, None)
-        self.redis.delete(keys.robots(domain_of(url), host), keys.robots_down(domain_of(url), host))
-
-    def _keys(self, domain: str, host: str) -> list[str]:
-        return [keys.robots(domain, host), keys.robots_lock(domain, host), keys.robots_down(domain, host)]
+        self.records.forget(domain_of(url), host)
 
     def _remember(self, domain: str, host: str, body: str) -> Robots:
         robots = Robots(domain, body, RobotsRules(body))
         self._memo[host] = (robots, self.clock.now() + self.local_seconds)
         self._latest[domain] = robots
         return robots
-
-
-def _script(redis: RedisClient, name: str, timed: bool = False) -> Any:
-    return redis.register_script((LUA_NOW_SECONDS if timed else "") + lua_source(LUA / f"{name}.lua"))
-
-
-def _time_arg(now: float | None) -> str:
-    return "" if now is None else repr(float(now))

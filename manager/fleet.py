@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from frontier.registry import WorkerRegistry, queue_depths
+from frontier.client import FrontierReader
+from frontier.registry import WorkerRegistry
 from frontier.weights import measure, minute_of
 from manager.registry import ManagerRegistry
 from messaging import keys, modules
@@ -46,7 +47,7 @@ def workers(redis: Any, window_minutes: int, heartbeat_ttl: float | None = None,
         if infos else {}
     last = f"d{minute_of(now) - 1}"
     activity = registry.activity(list(infos), [last, "done"])
-    depths = queue_depths(redis, list(infos))
+    depths = FrontierReader(redis).queue_depths(list(infos))
     health = registry.health(now, heartbeat_ttl, slow_after)
     result = []
     for job, info in sorted(infos.items()):

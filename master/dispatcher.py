@@ -34,6 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from frontier.client import FrontierReader
 from frontier.registry import WorkerInfo, WorkerRegistry
 from frontier.weights import fill_missing, measure, minute_of
 from master.staging import DeadLetter, Pick, Staging
@@ -119,6 +120,7 @@ class Dispatcher:
         self.redis = redis
         self.config = config or DispatchConfig()
         self.registry = registry or WorkerRegistry(redis)
+        self.reader = FrontierReader(redis)  # what the jobs hold (the frontier's queues and leases)
         self.staging = Staging(redis, epoch)
         self.stats = stats
         self._infos: dict[str, WorkerInfo] = {}
@@ -158,14 +160,10 @@ class Dispatcher:
         recounted every 8 minutes, so that the commands per page stay flat in the number of sites."""
         due = [job for job in jobs if now >= self._next_recount.get(job, -math.inf)]
         for job in due:
-            domains = [as_text(d) for d in self.redis.smembers(keys.job_domains(job))]
+            domains = self.reader.job_domains(job)
             # a domain an older leader listed but could not land (it breaks the host rule) has no queue
             domains = [d for d in domains if host_problem(d) is None]
-            pipe = self.redis.pipeline(transaction=False)
-            for domain in domains:
-                pipe.zcard(keys.queue(job, domain))
-                pipe.zcard(keys.inflight(job, domain))
-            self.registry.set_outstanding(job, sum(pipe.execute()) if domains else 0)
+            self.registry.set_outstanding(job, self.reader.held(job, domains))
             self.registry.prune(job, minute_of(now) - self.config.window_minutes - 1)
             self._next_recount[job] = now + max(RECONCILE_SECONDS, len(domains) / RECONCILE_DOMAINS_PER_SECOND)
 

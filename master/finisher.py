@@ -66,7 +66,7 @@ from messaging import keys
 from messaging.clients import as_text
 from messaging.counts import read_counts
 from messaging.domains import host_problem
-from messaging.scripts import lua_source
+from messaging.scripts import lua_script
 from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
@@ -84,8 +84,8 @@ _DROP, _WAIT, _VERIFY, _ANNOUNCE = "drop", "wait", "verify", "announce"
 # Tasks are canonical JSON (sorted keys, no spaces): the crawl id is the string after "crawlid":
 _CRAWLID = re.compile(r'"crawlid":"((?:[^"\\]|\\.)*)"')
 
-_FINISH = lua_source(LUA / "finish.lua")  # running -> finished, the event marked pending, once
-_POLL = lua_source(LUA / "finish_poll.lua")  # the change log and the candidates' seeds counts, atomically
+FINISH = lua_script(LUA / "finish.lua")  # running -> finished, the event marked pending, once
+POLL = lua_script(LUA / "finish_poll.lua")  # the change log and the candidates' seeds counts, atomically
 
 
 @dataclass
@@ -122,8 +122,8 @@ class Finisher:
         self.on_finished = on_finished
         self.crawl_ttl = crawl_ttl
         self.scan_budget = max(1, scan_budget)
-        self._finish = redis.register_script(_FINISH)
-        self._poll = redis.register_script(_POLL)
+        self._finish = FINISH.on(redis)
+        self._poll = POLL.on(redis)
         self._sweep: _Sweep | None = None
         self._views: dict[str, _View] = {}  # watched crawl -> its domains with tasks, as last read
         self.reads = Counter[str]()  # pending counts read: "full" (every domain of a crawl), "touched" (unread ones)

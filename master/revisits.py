@@ -23,12 +23,12 @@ from frontier.revisit import read_states, revisit_task
 from master.staging import LeadershipLost
 from messaging import keys
 from messaging.clients import RedisClient, as_text
-from messaging.scripts import lua_source
+from messaging.scripts import lua_script
 from messaging.tasks import SEEDS_SCORE_LUA, CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
-MOVE_LUA = SEEDS_SCORE_LUA + lua_source(LUA / "revisit_move.lua")
-PURGE_LUA = lua_source(LUA / "revisit_purge.lua")
+MOVE = lua_script(LUA / "revisit_move.lua", prefix=SEEDS_SCORE_LUA)
+PURGE = lua_script(LUA / "revisit_purge.lua")
 
 
 @dataclass
@@ -42,8 +42,8 @@ class RevisitMover:
         self.redis = redis
         self.epoch = epoch
         self.batch = max(1, batch)
-        self._move = redis.register_script(MOVE_LUA)
-        self._purge = redis.register_script(PURGE_LUA)
+        self._move = MOVE.on(redis)
+        self._purge = PURGE.on(redis)
 
     def round(self, now: float) -> RevisitRound:
         """One pass over the revisiting crawls (see the module docstring); raises LeadershipLost when fenced."""

@@ -35,7 +35,7 @@ from messaging.clients import RedisClient
 from messaging.kafka_monitor.batch import Batch, Incoming
 from messaging.kafka_monitor.plugins.crawl import CrawlPlugin
 from messaging.schedules import Schedule, ScheduleStore, crawl_id, due_times, request_for
-from messaging.scripts import lua_source
+from messaging.scripts import lua_script
 from messaging.settings import Settings
 from messaging.validation import Rejected, parse_request
 
@@ -43,9 +43,9 @@ logger = logging.getLogger(__name__)
 LATE_AFTER = 5.0  # seconds behind its due time after which a firing is called late (a leader was missing)
 DELIVERY_TOPIC = "schedule"  # the intake guard's delivery id of a firing: schedule:<name>/0/<due>
 
-_BEGIN = lua_source(LUA / "schedule_begin.lua")
-_RECORD = lua_source(LUA / "schedule_record.lua")
-_SKIP = lua_source(LUA / "schedule_skip.lua")
+BEGIN = lua_script(LUA / "schedule_begin.lua")
+RECORD = lua_script(LUA / "schedule_record.lua")
+SKIP = lua_script(LUA / "schedule_skip.lua")
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,9 @@ class ScheduleFirer:
         self.guard_ttl = max(int(settings.intake_dedup_ttl), int(settings.crawl_ttl))
         self.request_ttl = int(settings.request_ttl)
         self.store = ScheduleStore(redis)
-        self._begin = redis.register_script(_BEGIN)
-        self._record = redis.register_script(_RECORD)
-        self._skip = redis.register_script(_SKIP)
+        self._begin = BEGIN.on(redis)
+        self._record = RECORD.on(redis)
+        self._skip = SKIP.on(redis)
         self._plugin = CrawlPlugin()
 
     def round(self, now: float) -> list[Firing]:

@@ -9,7 +9,7 @@ nodes), so no single call can move a task between them. A batch therefore moves 
 2. **land** (one call per domain slot): claim the batch's *landing marker* of the domain
    (``master:{<domain>}:landed:<batch>``, ``SET NX``) and, only if the claim succeeds, add the tasks to their
    queues and count them in the domain's per-crawl pending counts. Once the land calls have returned, the domains
-   that received tasks enter their jobs' ready indexes (``frontier.ready``: after the queue, never before).
+   that received tasks enter their jobs' ready indexes (``frontier.client.ready``: after the queue, never before).
 3. **settle** (``seeds`` slot, guarded by deleting the batch from the staging hash, so it happens once): tasks of
    domains that landed leave ``seeds``' pending counts (and count in the spider type's dispatched-per-minute
    window); tasks of domains whose marker was *revoked* go back into ``seeds`` at their old score.
@@ -41,24 +41,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontier import finish_hints
+from frontier.client import add_to_index
 from frontier.lua import PENDING_LUA
-from frontier.ready import add_to_index
 from master.lua import LUA
 from messaging import keys
 from messaging.clients import RedisClient, as_text
 from messaging.domains import host_problem
-from messaging.scripts import is_cluster, lua_source, run_scripts
+from messaging.scripts import is_cluster, lua_script, run_scripts
 
 MARKER_TTL = 86400
 DEAD_LETTER_CAP = 10_000  # records kept in the dead-letter list (and at most waiting in its outbox)
 KNOWN_LIMIT = 200_000  # a landing marker outlives any recovery; it is also deleted once its batch is settled
 
-_STAGE = lua_source(LUA / "stage.lua")
-_LAND = lua_source(LUA / "land.lua")
-_REVOKE = lua_source(LUA / "revoke.lua")
+STAGE = lua_script(LUA / "stage.lua")
+LAND = lua_script(LUA / "land.lua")
+REVOKE = lua_script(LUA / "revoke.lua")
 
-_SETTLE = lua_source(LUA / "settle.lua", PENDING_LUA)
-_DEAD_LETTER = lua_source(LUA / "dead_letter.lua", PENDING_LUA)
+SETTLE = lua_script(LUA / "settle.lua", PENDING_LUA)
+DEAD_LETTER = lua_script(LUA / "dead_letter.lua", PENDING_LUA)
 
 
 class LeadershipLost(RuntimeError):
@@ -103,11 +103,11 @@ class Staging:
         self._batches = itertools.count(1)
         # (set key, domain) pairs already added: a job's or a crawl's domain set only grows while it is alive
         self._known: set[tuple[str, str]] = set()
-        self._stage = redis.register_script(_STAGE)
-        self._land = redis.register_script(_LAND)
-        self._revoke = redis.register_script(_REVOKE)
-        self._settle = redis.register_script(_SETTLE)
-        self._dead_letter = redis.register_script(_DEAD_LETTER)
+        self._stage = STAGE.on(redis)
+        self._land = LAND.on(redis)
+        self._revoke = REVOKE.on(redis)
+        self._settle = SETTLE.on(redis)
+        self._dead_letter = DEAD_LETTER.on(redis)
 
     # --- the normal path ------------------------------------------------------------------------------------------
     def stage(self, picks: list[Pick]) -> tuple[str, list[Pick]]:
@@ -172,7 +172,7 @@ class Staging:
 
     def _index(self, by_domain: dict[str, list[Pick]], owners: list[list[tuple[str, str]]],
                results: list[Any]) -> None:
-        """After the land calls returned (never before: frontier.ready's invariant), the domains that received
+        """After the land calls returned (never before: frontier.client.ready's invariant), the domains that received
         tasks enter their jobs' ready indexes and the ready gauges count the tasks."""
         counts: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
         for domain, owner, result in zip(by_domain, owners, results, strict=True):

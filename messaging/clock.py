@@ -11,14 +11,13 @@ import time
 from typing import Protocol
 
 from messaging.clients import RedisClient
-from messaging.scripts import LUA, lua_source
+from messaging.scripts import LUA
 
 # Lua preambles (messaging/lua/now_*.lua): ``now`` from ARGV[1] when the caller passes an explicit time (simulations,
-# tests), else from the Redis server's clock. Every script that measures time starts with one of these.
+# tests), else from the Redis server's clock. Every script that measures time has one of these as its first snippet
+# (messaging.scripts.lua_script).
 NOW_SECONDS_LUA = LUA / "now_seconds.lua"
 NOW_MICROSECONDS_LUA = LUA / "now_microseconds.lua"
-LUA_NOW_SECONDS = lua_source(NOW_SECONDS_LUA)
-LUA_NOW_MICROSECONDS = lua_source(NOW_MICROSECONDS_LUA)
 
 
 class Clock(Protocol):

@@ -110,7 +110,7 @@ def job_domains(job: str) -> str:
     return f"{job}:domains"
 
 
-# --- a job's ready index (hash tag: the job; frontier/ready.py) ---------------------------------------------------
+# --- a job's ready index (hash tag: the job; frontier/client/ready.py) --------------------------------------------
 def ready(job: str) -> str:
     """zset: the job's domains that may have queued tasks -> when each may next be fetched (us, Redis clock)."""
     return f"{job}:{{{job}}}:ready"

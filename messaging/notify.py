@@ -40,7 +40,7 @@ from typing import Any
 from messaging import keys
 from messaging.clients import RedisClient, as_text
 from messaging.clock import NOW_SECONDS_LUA
-from messaging.scripts import LUA, lua_source
+from messaging.scripts import LUA, lua_script
 from messaging.settings import redact_url
 
 FINISHED, FAILED, STALLED, EMPTY = "finished", "failed", "stalled", "empty"
@@ -52,9 +52,9 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 USER_AGENT = "crawlfleet-notifier"
 PENDING, DELIVERED, GIVEN_UP = "pending", "delivered", "failed"
 
-_ENQUEUE = lua_source(LUA / "notify_enqueue.lua", NOW_SECONDS_LUA)
-_CLAIM = lua_source(LUA / "notify_claim.lua", NOW_SECONDS_LUA)
-_DONE = lua_source(LUA / "notify_done.lua", NOW_SECONDS_LUA)
+ENQUEUE = lua_script(LUA / "notify_enqueue.lua", NOW_SECONDS_LUA)
+CLAIM = lua_script(LUA / "notify_claim.lua", NOW_SECONDS_LUA)
+DONE = lua_script(LUA / "notify_done.lua", NOW_SECONDS_LUA)
 
 __all__ = ["redact_url"]  # re-exported for the pages and logs that show a receiver
 
@@ -150,9 +150,9 @@ class Outbox:
     def __init__(self, redis: RedisClient, ttl: float) -> None:
         self.redis = redis
         self.ttl = max(60, int(ttl))
-        self._enqueue = redis.register_script(_ENQUEUE)
-        self._claim = redis.register_script(_CLAIM)
-        self._done = redis.register_script(_DONE)
+        self._enqueue = ENQUEUE.on(redis)
+        self._claim = CLAIM.on(redis)
+        self._done = DONE.on(redis)
 
     def enqueue(self, url: str, payload: dict[str, Any]) -> bool:
         """Queue ``payload`` for ``url`` unless its id is known; True when it was new."""

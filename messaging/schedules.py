@@ -35,7 +35,7 @@ from messaging import keys
 from messaging.clients import RedisClient, as_text
 from messaging.clock import NOW_SECONDS_LUA
 from messaging.notify import redacted_request
-from messaging.scripts import LUA, lua_source
+from messaging.scripts import LUA, lua_script
 from messaging.validation import CRAWL, Rejected, parse_request
 
 STAMP = "%Y%m%dT%H%M%SZ"  # the due time in a crawl id, UTC
@@ -45,8 +45,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]*")
 DEFAULT_TZ = "UTC"
 DUE_LIMIT = 10_000  # due times one call computes at most (a long outage of an every-second schedule)
 
-_ADD = lua_source(LUA / "schedule_add.lua", NOW_SECONDS_LUA)
-_STATE = lua_source(LUA / "schedule_state.lua", NOW_SECONDS_LUA)
+ADD = lua_script(LUA / "schedule_add.lua", NOW_SECONDS_LUA)
+STATE = lua_script(LUA / "schedule_state.lua", NOW_SECONDS_LUA)
 
 
 class InvalidSchedule(ValueError):
@@ -235,8 +235,8 @@ class ScheduleStore:
 
     def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
-        self._add = redis.register_script(_ADD)
-        self._state = redis.register_script(_STATE)
+        self._add = ADD.on(redis)
+        self._state = STATE.on(redis)
 
     def add(self, name: str, cron: str, tz: str, request: dict[str, Any], *, max_bytes: int,
             replace: bool = False) -> Schedule:

@@ -1,11 +1,22 @@
-"""Lua scripts: each lives in a ``.lua`` file beside the module that runs it, shared snippets are prepended.
+"""Lua scripts: each lives in a ``.lua`` file beside the module that runs it, shared snippets are prepended; every
+script of the repo is declared and loaded here, one way.
 
-A snippet holds what several scripts must compute the same way (the ``seeds`` score, a crawl's pending count), so it
-is written once, the way ``frontier/bloom/lua/common.lua`` serves the Bloom filter's scripts. Numbers that Python
-also uses are written once, in Python, and prepended as Lua locals (:func:`lua_constants`)."""
+A snippet holds what several scripts must compute the same way (the ``seeds`` score, a crawl's pending count, the
+Redis clock), so it is written once, the way ``frontier/bloom/lua/common.lua`` serves the Bloom filter's scripts.
+Numbers that Python also uses are written once, in Python, and prepended as Lua locals (:func:`lua_constants`).
+
+**The one loader.** A module declares each of its scripts once, at import, as a :class:`LuaScript` (its file, its
+snippets, a prefix) and binds it to a client with :meth:`LuaScript.on`: redis-py's ``Script``, whose SHA is computed
+here (no round trip), run with ``EVALSHA`` and loaded on ``NOSCRIPT``; one ``Script`` per script and client, kept as
+long as the client lives. Calls run one of three ways: the bound script itself (one round trip; on a Redis Cluster
+routed by its keys, which share a hash tag), :func:`run_scripts` (many calls in one pipeline of ``EVALSHA`` without
+``SCRIPT EXISTS``, the ``NOSCRIPT`` ones run again) or :meth:`LuaScript.queue_eval` (``EVAL`` queued on a pipeline,
+where a Redis Cluster pipeline refuses ``EVALSHA``)."""
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,7 +25,7 @@ from redis.exceptions import NoScriptError
 
 from messaging.clients import RedisClient
 
-LUA = Path(__file__).with_name("lua")  # snippets shared by every floor (seeds score)
+LUA = Path(__file__).with_name("lua")  # snippets shared by every floor (seeds score, the Redis clock)
 
 
 def lua_constants(**values: int) -> str:
@@ -26,6 +37,44 @@ def lua_constants(**values: int) -> str:
 def lua_source(path: Path, *snippets: Path, prefix: str = "") -> str:
     """The script at ``path`` with ``prefix`` (e.g. :func:`lua_constants`) and the ``snippets`` put before it."""
     return prefix + "".join(snippet.read_text() for snippet in snippets) + path.read_text()
+
+
+# client -> its bound scripts; weak: a client that is dropped takes its scripts with it
+_BOUND: weakref.WeakKeyDictionary[Any, dict[LuaScript, Any]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class LuaScript:
+    """One Lua script of the repo: ``prefix``, then the ``snippets``, then the file at ``path``."""
+
+    path: Path
+    snippets: tuple[Path, ...] = ()
+    prefix: str = ""
+
+    @property
+    def source(self) -> str:
+        return lua_source(self.path, *self.snippets, prefix=self.prefix)
+
+    def on(self, redis: RedisClient) -> Any:
+        """The script bound to ``redis`` (redis-py's ``Script``: call it with ``keys=``, ``args=``, ``client=``);
+        the same object for every call with this client."""
+        bound = _BOUND.get(redis)
+        if bound is None:
+            bound = _BOUND.setdefault(redis, {})
+        script = bound.get(self)
+        if script is None:
+            script = bound.setdefault(self, redis.register_script(self.source))
+        return script
+
+    def queue_eval(self, pipe: Any, script_keys: list[str], args: list[Any]) -> None:
+        """Queue a call on a pipeline as ``EVAL``: redis-py refuses ``EVALSHA`` (and ``eval()``) in a Redis Cluster
+        pipeline; the server caches the compiled script by its hash either way."""
+        pipe.execute_command("EVAL", self.source, len(script_keys), *script_keys, *args)
+
+
+def lua_script(path: Path, *snippets: Path, prefix: str = "") -> LuaScript:
+    """Declare a script: the file at ``path`` with ``snippets`` (and ``prefix``) put before it."""
+    return LuaScript(path, snippets, prefix)
 
 
 def is_cluster(redis: RedisClient) -> bool:

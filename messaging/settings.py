@@ -488,7 +488,7 @@ define("CRAWLFLEET_MONGO_HISTORY", False,
        "Revisits: before a changed page's document is updated, copy its previous version into the collection "
        "``<crawlid>.history`` (one document per URL and version).", group="worker", parse=parse_bool)
 
-# --- the ready index (frontier/ready.py) --------------------------------------------------------------------------
+# --- the ready index (frontier/client/ready.py) -------------------------------------------------------------------
 define("CRAWLFLEET_READY_RECONCILE", 60.0,
        "Seconds of one full pass of a worker's ready-index repair (a slice of ``<job>:domains`` each second): a "
        "domain with queued tasks whose index entry was lost (a crash between two writes) is walked again within "

@@ -38,7 +38,7 @@ from messaging import keys
 from messaging.clients import RedisClient
 from messaging.clock import NOW_SECONDS_LUA
 from messaging.outage import OutageLog
-from messaging.scripts import LUA, lua_source
+from messaging.scripts import LUA, lua_script
 
 DEFAULT_WINDOWS = (60, 300, 900, 3600, 86400)
 BUCKETS_PER_WINDOW = 12
@@ -50,8 +50,8 @@ logger = logging.getLogger(__name__)
 EVENTS = Counter("crawlfleet_events", "What crawlfleet's components did, by module and plugin.",
                  ["module", "plugin"])
 
-_BUCKET_INCR = lua_source(LUA / "bucket_incr.lua", NOW_SECONDS_LUA)
-_BUCKET_SUM = lua_source(LUA / "bucket_sum.lua", NOW_SECONDS_LUA)
+BUCKET_INCR = lua_script(LUA / "bucket_incr.lua", NOW_SECONDS_LUA)
+BUCKET_SUM = lua_script(LUA / "bucket_sum.lua", NOW_SECONDS_LUA)
 
 
 def _now_arg(now: float | None) -> str:
@@ -69,8 +69,8 @@ class RollingCounter:
         self.window = window
         self.buckets = buckets
         self.width = window / buckets
-        self._incr = redis.register_script(_BUCKET_INCR)
-        self._sum = redis.register_script(_BUCKET_SUM)
+        self._incr = BUCKET_INCR.on(redis)
+        self._sum = BUCKET_SUM.on(redis)
 
     def increment(self, amount: int = 1, now: float | None = None, client: Any = None) -> None:
         # One bucket more than the window holds: the oldest one still overlaps it.
@@ -91,7 +91,7 @@ class StepCounter:
         self.key = key
         self.step = step
         self.kept = kept
-        self._incr = redis.register_script(_BUCKET_INCR)
+        self._incr = BUCKET_INCR.on(redis)
 
     def increment(self, amount: int = 1, now: float | None = None, client: Any = None) -> None:
         self._incr(keys=[self.key], args=[_now_arg(now), self.step, self.kept, amount, self.step * (self.kept + 1)],

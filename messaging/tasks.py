@@ -17,7 +17,7 @@ from typing import Any
 from messaging import keys
 from messaging.clients import RedisClient
 from messaging.domains import domain_of
-from messaging.scripts import LUA, lua_constants, lua_source
+from messaging.scripts import LUA, lua_constants, lua_script, lua_source
 
 MIN_PRIORITY = 0
 MAX_PRIORITY = 255
@@ -103,13 +103,12 @@ class CrawlState:
     FINISHED = "finished"
 
 
-PUSH_SEEDS_LUA = SEEDS_SCORE_LUA + (LUA / "push_seeds.lua").read_text()
-_push_script: Any = None
+PUSH_SEEDS = lua_script(LUA / "push_seeds.lua", prefix=SEEDS_SCORE_LUA)
 
 
 def push_seeds_call(tasks: list[Task], guards: list[str] | None = None,
                     guard_ttl: int = 0) -> tuple[list[str], list[Any]]:
-    """Keys and arguments of :data:`PUSH_SEEDS_LUA` for ``tasks`` (for callers that pipeline the call).
+    """Keys and arguments of :data:`PUSH_SEEDS` for ``tasks`` (for callers that pipeline the call).
 
     ``guards``, one key per task, make each push conditional: a task is pushed only when its guard key did not exist
     (it is then set with ``guard_ttl``) — the Kafka monitor's idempotence keys, so that a redelivered request is
@@ -136,11 +135,8 @@ def push_seeds(redis: RedisClient, tasks: list[Task], guards: list[str] | None =
     when a crawl has nothing left (``master.finisher``). Every key shares the hash tag ``seeds`` (Redis Cluster).
     ``guards``: see :func:`push_seeds_call`.
     """
-    global _push_script
     if not tasks:
         return 0
     script_keys, args = push_seeds_call(tasks, guards, guard_ttl)
-    if _push_script is None:
-        _push_script = redis.register_script(PUSH_SEEDS_LUA)
-    codes = _push_script(keys=script_keys, args=args, client=redis)
+    codes = PUSH_SEEDS.on(redis)(keys=script_keys, args=args, client=redis)
     return sum(1 for code in codes if int(code) == 1)

@@ -19,7 +19,6 @@ even if their settings differ.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -36,6 +35,7 @@ from frontier.bloom.direct import DirectPath
 from frontier.bloom.fingerprint import HashBatch, hash_batch, url_fingerprints
 from messaging import keys
 from messaging.clients import RedisClient, as_text
+from messaging.scripts import lua_script
 from messaging.settings import SETTINGS
 
 log = logging.getLogger(__name__)
@@ -118,14 +118,7 @@ class _Scripts:
     admin: Any
 
 
-@functools.cache
-def _sources() -> tuple[str, ...]:
-    common = (LUA / "common.lua").read_text()
-    return tuple(common + (LUA / f"{name}.lua").read_text() for name in ("counting", "grow", "admin"))
-
-
-def _load_scripts(redis: RedisClient) -> _Scripts:
-    return _Scripts(*(redis.register_script(source) for source in _sources()))
+COUNTING, GROW, ADMIN = (lua_script(LUA / f"{name}.lua", LUA / "common.lua") for name in ("counting", "grow", "admin"))
 
 
 @dataclass
@@ -146,7 +139,7 @@ class BloomFilter:
         self.spec = spec
         self.ttl_ms = int(ttl * 1000)
         self._now_ms = now_ms  # a callable giving explicit milliseconds (simulations, tests); None: Redis clock
-        self._scripts = _load_scripts(redis)
+        self._scripts = _Scripts(COUNTING.on(redis), GROW.on(redis), ADMIN.on(redis))
         self._meta = [keys.bloom_shard(namespace, shard) for shard in range(spec.shards)]
         self.spec_key = keys.bloom_meta(namespace)
         self._direct = DirectPath(self)

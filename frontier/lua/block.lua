@@ -3,7 +3,7 @@
 -- KEYS[1] block:{d}   ARGV[1] now in microseconds ('' = the Redis clock)   ARGV[2] seconds
 -- ARGV[3] the pub/sub channel told of a new end (keys.BLOCKS_CHANNEL)   ARGV[4] the domain, as the message names it
 -- Reply: the time the block ends (us, as a string).
--- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
+-- now: set by the preamble messaging/lua/now_microseconds.lua (ARGV[1], or the Redis clock)
 local until_us = now + math.floor(tonumber(ARGV[2]) * 1000000)
 local current = tonumber(redis.call('GET', KEYS[1]))
 if current and current >= until_us then

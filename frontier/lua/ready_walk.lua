@@ -1,4 +1,4 @@
--- The domain walk's one call per batch of due domains (frontier/ready.py): apply what the last batch learnt, then
+-- The domain walk's one call per batch of due domains (frontier/client/ready.py): apply what the last batch learnt, then
 -- read the domains that are due now, oldest due first.
 --
 -- KEYS[1] <job>:{<job>}:ready (zset: domain -> when it may next be fetched, us, Redis clock)
@@ -9,7 +9,7 @@
 -- ARGV[5..] pairs (domain, op): '-' remove (its queue was empty); '=<us>' set (only if present);
 --           '!' due now if present and later (a config change reopened it); '+' add, due now (only if absent)
 -- Reply: {now, next, domain...}: next = the earliest due time after now ('-1': the index is empty).
--- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
+-- now: set by the preamble messaging/lua/now_microseconds.lua (ARGV[1], or the Redis clock)
 local fmt = function(n) return string.format('%d', n) end
 local index = KEYS[1]
 if ARGV[3] == '1' then

@@ -7,7 +7,7 @@
 if not redis.call('ZSCORE', KEYS[1], ARGV[3]) then
   return false
 end
--- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
+-- now: set by the preamble messaging/lua/now_microseconds.lua (ARGV[1], or the Redis clock)
 local deadline = now + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], deadline, ARGV[3])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[4]))

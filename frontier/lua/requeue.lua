@@ -3,7 +3,7 @@
 -- KEYS[1] <job>:{d}:queue   KEYS[2] <job>:{d}:inflight   KEYS[3] <job>:{d}:leasescores
 -- ARGV[1] now in microseconds ('' = the Redis clock)   ARGV[2] most leases to return in this call
 -- Reply: the returned tasks.
--- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
+-- now: set by the preamble messaging/lua/now_microseconds.lua (ARGV[1], or the Redis clock)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 for _, task in ipairs(expired) do
   -- a lost score (its hash expired long after the job died) puts the task first: it is overdue

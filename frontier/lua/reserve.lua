@@ -1,4 +1,4 @@
--- Reserve a hit for a request that is about to go out without one (frontier/politeness.py, Politeness.reserve):
+-- Reserve a hit for a request that is about to go out without one (frontier/client/take.py, FrontierClient.reserve):
 -- a follow-up (a redirect, a retry: another request to the site), or a request that could not leave within the
 -- slack of its slot (its old hit, never sent, is withdrawn first). No task is popped. A slot further ahead than the
 -- horizon is not recorded (hit ''): the worker asks again nearer the time, so that a rate changed meanwhile applies.

@@ -10,7 +10,7 @@ local body = redis.call('GET', KEYS[1])
 if body then
   return {'cached', body}
 end
--- now: set by the preamble messaging.clock.LUA_NOW_SECONDS (ARGV[1], or the Redis clock)
+-- now: set by the preamble messaging/lua/now_seconds.lua (ARGV[1], or the Redis clock)
 local retry_at = tonumber(redis.call('HGET', KEYS[3], 'retry_at'))
 if retry_at and retry_at > now then
   return {'down', tostring(retry_at - now), redis.call('HGET', KEYS[3], 'why') or ''}

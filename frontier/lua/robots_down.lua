@@ -7,7 +7,7 @@
 -- ARGV[1] now in seconds ('' = the Redis clock)   ARGV[2] the caller's claim token   ARGV[3] first retry (s)
 -- ARGV[4] longest retry (s)   ARGV[5] Retry-After (s, '' = none)   ARGV[6] outage limit (s)   ARGV[7] why
 -- Reply: {'down' | 'escaped', seconds the outage has lasted, seconds until the next attempt}
--- now: set by the preamble messaging.clock.LUA_NOW_SECONDS (ARGV[1], or the Redis clock)
+-- now: set by the preamble messaging/lua/now_seconds.lua (ARGV[1], or the Redis clock)
 local since = tonumber(redis.call('HGET', KEYS[3], 'since')) or now
 local failures = redis.call('HINCRBY', KEYS[3], 'failures', 1)
 local longest = tonumber(ARGV[4])

@@ -15,8 +15,8 @@
 -- if that slot is at most the horizon ahead, and the worker sends it no earlier than the slot.
 -- Reply: {status, now, value, task, slot, hit, slack, left}; value = microseconds to wait (blocked, throttled) or
 -- the lease deadline (ok); slot = when the request may go out (us); slack = how late it may still go out (us);
--- left = tasks still queued (0: the walk drops the domain from the job's ready index, frontier/ready.py).
--- now: set by the preamble messaging.clock.LUA_NOW_MICROSECONDS (ARGV[1], or the Redis clock)
+-- left = tasks still queued (0: the walk drops the domain from the job's ready index, frontier/client/ready.py).
+-- now: set by the preamble messaging/lua/now_microseconds.lua (ARGV[1], or the Redis clock)
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 

@@ -2,7 +2,7 @@
 -- domain and, only if the claim succeeds, add the tasks to their queues and count them in pending:{d}.
 -- KEYS: marker, pending:{d}, queue*. ARGV: ttl, (queue index, queue score, task, crawlid)*.
 -- Reply: {tasks added, tasks added to queue 1, queue 2, ...} (the per-queue counts feed the jobs' ready indexes,
--- frontier/ready.py), {0} when this batch had landed already, or -1 when the marker was revoked (the batch goes
+-- frontier/client/ready.py), {0} when this batch had landed already, or -1 when the marker was revoked (the batch goes
 -- back to seeds).
 if not redis.call('SET', KEYS[1], 'landed', 'NX', 'EX', ARGV[1]) then
   if redis.call('GET', KEYS[1]) == 'landed' then return {0} end

@@ -2,7 +2,7 @@
 
 The plugins queue writes on a :class:`Batch`; :meth:`Batch.write` then does them all at once:
 
-- crawl tasks go into ``seeds`` through the one push mechanism (:data:`messaging.tasks.PUSH_SEEDS_LUA`, which also
+- crawl tasks go into ``seeds`` through the one push mechanism (:data:`messaging.tasks.PUSH_SEEDS`, which also
   counts each new task as pending for its crawl), guarded per request by the idempotence key
   ``intake:seen:{seeds}:<digest>`` (``SET NX EX``): the task is added (``ZADD NX``) only when that succeeds. Both keys
   share the hash tag of ``seeds``, so the check and the enqueue are one atomic step on a single server and on a Redis
@@ -28,24 +28,19 @@ from typing import Any
 
 from messaging import keys
 from messaging.clients import RedisClient
-from messaging.scripts import lua_source
-from messaging.tasks import PUSH_SEEDS_LUA, CrawlFields, Task, push_seeds_call
+from messaging.scripts import lua_script
+from messaging.tasks import PUSH_SEEDS, CrawlFields, Task, push_seeds_call
 from messaging.validation import Rejected, Request, content_digest
 
 ENQUEUED, QUEUED_ALREADY, DUPLICATE, STORED, REJECTED = "enqueued", "queued-already", "duplicate", "stored", "rejected"
 REDELIVERED = "redelivered"  # the same Kafka record again (a retry or a redelivery): already accepted, not re-enqueued
 
-# The intake's guarded push (lua/intake_push.lua): PUSH_SEEDS_LUA itself, run as a local function, then the guard
-# of each request's delivery.
+# The intake's guarded push (lua/intake_push.lua): PUSH_SEEDS itself, run as a local function, then the guard of
+# each request's delivery. Queued on the batch's pipeline as EVAL (LuaScript.queue_eval: a cluster pipeline).
 KAFKA_MONITOR_LUA = Path(__file__).with_name("lua")  # the Kafka monitor's scripts
-INTAKE_PUSH_LUA = ("local function push(KEYS, ARGV)\n" + PUSH_SEEDS_LUA + "\nend\n"
-                   + lua_source(KAFKA_MONITOR_LUA / "intake_push.lua"))
-REQUEST_STORE_LUA = lua_source(KAFKA_MONITOR_LUA / "request_store.lua")  # the request key and its stream entry
-
-def pipeline_eval(pipe: Any, script: str, script_keys: list[str], args: list[Any]) -> None:
-    """Queue a Lua call on a pipeline as EVAL: redis-py refuses EVALSHA (and ``eval()``) in a Redis Cluster
-    pipeline; the server caches the compiled script by its hash either way."""
-    pipe.execute_command("EVAL", script, len(script_keys), *script_keys, *args)
+INTAKE_PUSH = lua_script(KAFKA_MONITOR_LUA / "intake_push.lua",
+                         prefix="local function push(KEYS, ARGV)\n" + PUSH_SEEDS.source + "\nend\n")
+REQUEST_STORE = lua_script(KAFKA_MONITOR_LUA / "request_store.lua")  # the request key and its stream entry
 
 
 @dataclass
@@ -120,10 +115,10 @@ class Batch:
             seen = [keys.intake_seen(content_digest(request.data)) for request, _ in self._tasks]  # uuid left out
             script_keys, args = push_seeds_call([task for _, task in self._tasks], seen, self.dedup_ttl)
             deliveries = [request.delivery for request, _ in self._tasks]
-            pipeline_eval(pipe, INTAKE_PUSH_LUA, script_keys, [len(deliveries), *deliveries, *args])
+            INTAKE_PUSH.queue_eval(pipe, script_keys, [len(deliveries), *deliveries, *args])
         for request, key in self._stores:
-            pipeline_eval(pipe, REQUEST_STORE_LUA, [key, keys.request_stream(request.kind)],
-                          [request.request.canonical if request.request else "", self.request_ttl])
+            REQUEST_STORE.queue_eval(pipe, [key, keys.request_stream(request.kind)],
+                                     [request.request.canonical if request.request else "", self.request_ttl])
         results = pipe.execute() if len(pipe) else []
         written: Counter[str] = Counter()
         if self._tasks:

@@ -1,5 +1,5 @@
 -- `now` in microseconds (messaging/clock.py): from ARGV[1] when the caller passes an explicit time (simulations,
--- tests), else from the Redis server's clock. Prepended to the politeness scripts (frontier/politeness.py).
+-- tests), else from the Redis server's clock. The first snippet of every script that measures time in microseconds.
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')

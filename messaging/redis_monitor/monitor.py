@@ -37,7 +37,7 @@ from messaging.outage import OutageLog
 from messaging.plugins import load_plugins
 from messaging.redis_monitor.claim import HeldEntry
 from messaging.redis_monitor.plugins import Context, Plugin, Refused
-from messaging.scripts import lua_source
+from messaging.scripts import lua_script
 from messaging.service import run_service
 from messaging.settings import Settings
 from messaging.stats import Stats
@@ -48,8 +48,8 @@ READ_COUNT = 16  # entries one read takes at most
 CLAIM_COUNT = 100  # stale entries one XAUTOCLAIM takes over at most
 FORGET_IDLE_TTLS = 10  # a consumer (a monitor) with nothing pending and idle this many lock TTLs is removed
 LUA = Path(__file__).with_name("lua")
-_DONE = lua_source(LUA / "request_done.lua")
-_RENEW = lua_source(LUA / "request_renew.lua")
+DONE = lua_script(LUA / "request_done.lua")
+RENEW = lua_script(LUA / "request_renew.lua")
 Entry = tuple[str, str, dict[Any, Any]]  # stream, entry id, fields
 logger = logging.getLogger("crawlfleet.redis_monitor")
 
@@ -73,8 +73,8 @@ class RedisMonitor:
         self.context = Context(self.redis, settings)
         self.token = uuidlib.uuid4().hex  # this monitor's consumer name in the group
         self.monotonic = monotonic
-        self._done = self.redis.register_script(_DONE)
-        self._renew = self.redis.register_script(_RENEW)
+        self._done = DONE.on(self.redis)
+        self._renew = RENEW.on(self.redis)
         self._groups_ready = False
         self._next_claim = 0.0
         self._stop = threading.Event()

@@ -2,8 +2,8 @@
 
 ``DOWNLOADER_MIDDLEWARES = {"spiders.middlewares.retry_after.RetryAfterMiddleware": 560}``. On a 429 or 503:
 
-1. block the URL's domain for every worker with :func:`frontier.politeness.block_domain` (the call
-   :meth:`frontier.politeness.Politeness.block` makes): ``block:{<domain>}``, written by ``frontier/lua/block.lua``,
+1. block the URL's domain for every worker with :func:`frontier.client.block_domain` (the call
+   :meth:`frontier.client.FrontierClient.block` makes): ``block:{<domain>}``, written by ``frontier/lua/block.lua``,
    is only ever extended, and the politeness step refuses the domain until it ends. The seconds come from the
    Retry-After header (delta-seconds or an HTTP date,
    :func:`frontier.politeness.retry_after_seconds`), CRAWLFLEET_RETRY_AFTER_DEFAULT without one, at most
@@ -31,7 +31,8 @@ from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
-from frontier.politeness import block_domain, retry_after_seconds
+from frontier.client import block_domain
+from frontier.politeness import retry_after_seconds
 from messaging.clients import redis_client
 from messaging.domains import domain_of
 from spiders.fleet_settings import crawlfleet_settings
@@ -43,7 +44,7 @@ STATUSES = frozenset({429, 503})
 
 
 class DomainBlocker:
-    """Blocks domains cluster-wide with :func:`frontier.politeness.block_domain`, at the Redis clock."""
+    """Blocks domains cluster-wide with :func:`frontier.client.block_domain`, at the Redis clock."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis

@@ -28,7 +28,7 @@ batch of them in a few round trips, whatever its size:
    ``restored``; failures by reason: :mod:`messaging.counts`, ``noindex`` among them), one script per crawl,
    mirrored into ``crawl:<id>``. Tasks the politeness step dropped unfetched are counted the same way
    (:meth:`Committer.count_unfetched`: reason ``robots`` or ``blacklisted``).
-7. **complete** — :meth:`frontier.politeness.Politeness.complete`: leases acknowledged and the crawls' pending counts
+7. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
    released, atomically per domain; then the journal entries removed, the finisher's change log
    (``frontier.finish_hints``) and the weights' completion count. A crash anywhere leaves the task to be processed
    again, which counts as ``restored``: a page is counted exactly once; a lost change-log entry delays a crawl's end
@@ -46,13 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from frontier.bloom import url_fingerprint
+from frontier.client import FrontierClient, Lease
 from frontier.finish_hints import log_touched
-from frontier.politeness import Lease, Politeness
 from frontier.registry import record_completion
 from frontier.revisit import FAILED, FETCHED, Fetched, RevisitPolicy, Schedule
 from messaging import keys
 from messaging.domains import InvalidDomain, domain_of
-from messaging.scripts import lua_source, run_scripts
+from messaging.scripts import lua_script, run_scripts
 from messaging.tasks import CrawlFields, Task, push_seeds
 from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
@@ -61,8 +61,8 @@ from spiders.worker.importance import Link, push_by_importance, wants_importance
 logger = logging.getLogger(__name__)
 JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
 
-ADMIT_LUA = Path(__file__).with_name("lua") / "admit.lua"
-COUNT_LUA = Path(__file__).with_name("lua") / "count.lua"
+ADMIT = lua_script(Path(__file__).with_name("lua") / "admit.lua")  # a limited crawl's children that still fit
+COUNT = lua_script(Path(__file__).with_name("lua") / "count.lua")  # pages and items once per canonical URL
 
 
 @dataclass
@@ -88,15 +88,15 @@ class CommitResult:
 
 
 class Committer:
-    def __init__(self, redis: Any, politeness: Politeness, dupefilter: Any, catalog: CrawlCatalog) -> None:
+    def __init__(self, redis: Any, frontier: FrontierClient, dupefilter: Any, catalog: CrawlCatalog) -> None:
         self.redis = redis
-        self.politeness = politeness
+        self.frontier = frontier
         self.dupefilter = dupefilter  # spiders.dupefilter.BloomDupeFilter: its per-crawl filters
         self.catalog = catalog
-        self.job = politeness.job
-        self._admit = redis.register_script(lua_source(ADMIT_LUA))
+        self.job = frontier.job
+        self._admit = ADMIT.on(redis)
         self.schedule = Schedule(redis)
-        self._count_pages = redis.register_script(lua_source(COUNT_LUA))
+        self._count_pages = COUNT.on(redis)
         # parent digest -> its children that were new to the Bloom filter, recorded once this process's Bloom step
         # for the parent completed. Finding such a parent's journal entry again is this process's own retry of a
         # commit that Redis interrupted later on: it owes exactly these pushes. A parent whose Bloom step did not
@@ -122,7 +122,7 @@ class Committer:
             result.pushed += push_seeds(self.redis, admitted)
         result.revisits = self._revisits(batch)
         self._count(batch)
-        result.completed = self.politeness.complete([f.lease for f in batch])
+        result.completed = self.frontier.complete([f.lease for f in batch])
         self._settle(result.completed, list(digests.values()))
         return result
 

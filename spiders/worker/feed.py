@@ -8,7 +8,7 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   beat carries the seconds since this thread's last pass, so the registry shows a slow worker as slow, not gone;
 - **takes** tasks (the steps: :class:`~spiders.worker.feed_take.TakeSteps`) with the fair walk over the job's
   ready index (:class:`frontier.domain_walk.ReadyWalk`: only due, non-empty domains are asked) over the politeness step
-  (:meth:`frontier.politeness.Politeness.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
+  (:meth:`frontier.client.FrontierClient.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
   up to CRAWLFLEET_PREFETCH leased tasks not yet sent (ready for the downloader, or handed to the scheduler and
   waiting there for their slot: :meth:`TaskFeed.sent` frees their room); when nothing can be taken it waits as long
   as the walk says (the earliest moment a domain may open, with a back-off that grows to CRAWLFLEET_IDLE_BACKOFF_MAX
@@ -18,7 +18,7 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
 - **paces**: each lease carries the slot its hit was recorded at; the feed turns it into this process's clock
   (:attr:`TaskFeed.send_at`) for the scheduler, which sends the request no earlier than the slot and no later than its
   slack after it; a request without a fresh slot (a follow-up, or one that missed its slot) gets one from
-  :meth:`TaskFeed.reserve` (``Politeness.reserve_many``, one round trip per batch), answered through ``on_reserved``;
+  :meth:`TaskFeed.reserve` (one ``FrontierClient.reserve_many`` a batch), answered through ``on_reserved``;
 - **renews** the leases of tasks still being processed (items waiting for MongoDB, slow downloads) after a third of
   the lease time, and puts leases of this job that expired anyway (a task the process lost track of) back into
   their queue (:class:`~spiders.worker.leases.LeaseKeeper`);
@@ -45,9 +45,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontier.adaptive import AdaptiveDelay, Sample
+from frontier.client import FrontierClient, Lease, SendSlot
 from frontier.domain_walk import ReadyWalk
-from frontier.politeness import Lease, Politeness
-from frontier.ready import ReadyIndex
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.counts import ROBOTS
 from messaging.domains import domain_of
@@ -56,7 +55,7 @@ from messaging.settings import default
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
-from spiders.worker.feed_take import TAKE_GROUP, SendSlot, TakeSteps
+from spiders.worker.feed_take import TAKE_GROUP, TakeSteps
 from spiders.worker.heartbeat import Heartbeat
 from spiders.worker.leases import LeaseKeeper
 
@@ -84,7 +83,7 @@ class FeedConfig:
 
 
 class TaskFeed(TakeSteps):
-    def __init__(self, info: WorkerInfo, politeness: Politeness, registry: WorkerRegistry, catalog: CrawlCatalog,
+    def __init__(self, info: WorkerInfo, frontier: FrontierClient, registry: WorkerRegistry, catalog: CrawlCatalog,
                  committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
                  on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
                  proxies: Any = None, on_reserved: Callable[[Any, SendSlot], None] = lambda token, slot: None,
@@ -92,7 +91,9 @@ class TaskFeed(TakeSteps):
         """``beats``: the registry the heartbeat thread uses — give it a Redis client of its own (default: the
         feed's registry, whose connection pool hands that thread a connection of its own too)."""
         self.info = info
-        self.politeness = politeness
+        self.frontier = frontier
+        assert frontier.politeness is not None, "the feed takes: its frontier client needs the politeness rules"
+        self.politeness = frontier.politeness
         self.registry = registry
         self.catalog = catalog
         self.committer = committer
@@ -108,11 +109,11 @@ class TaskFeed(TakeSteps):
         self.adaptive = adaptive  # the shared delays of adaptive sites (frontier.adaptive)
         self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
-        self.index = ReadyIndex(politeness.redis, politeness.job, politeness.spider_type)
+        self.index = frontier.ready
         self.walk = ReadyWalk(self._take, self.index, idle_poll=config.idle_backoff_max,
                               reconcile_seconds=config.ready_reconcile, on_removed=self._removed,
                               take_group=self._take_group)
-        add_listener = getattr(politeness.rates, "add_listener", None)
+        add_listener = getattr(self.politeness.rates, "add_listener", None)
         if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
             add_listener(self._site_changed)
         self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
@@ -120,7 +121,7 @@ class TaskFeed(TakeSteps):
         # still prefetched, so they count against CRAWLFLEET_PREFETCH with ``ready`` (else a paced site's leases
         # would pile up in the scheduler, a whole pace horizon's worth, beyond the prefetch).
         self.unsent: set[str] = set()
-        self.leases = LeaseKeeper(politeness, self.index, config.lease_seconds)
+        self.leases = LeaseKeeper(frontier, config.lease_seconds)
         self.held = self.leases.held  # every lease this worker holds -> when it was last renewed (shared)
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self.paused = False  # back-pressure from storage: take nothing new
@@ -335,15 +336,14 @@ class TaskFeed(TakeSteps):
         if not wanted:
             return
         try:
-            reservations = self.politeness.reserve_many([(domain, hit, ip) for _, domain, hit, ip in wanted])
+            reservations = self.frontier.reserve_many([(domain, hit, ip) for _, domain, hit, ip in wanted])
         except Exception:
             for item in wanted:  # asked again on the next turn: no request is left without its slot
                 self._reserve_wanted.put(item)
             raise
         now = self.clock()
         for (token, _, _, ip), got in zip(wanted, reservations, strict=True):
-            self.on_reserved(token, SendSlot(got.domain, now + max(0.0, got.not_before - got.now), got.slack,
-                                             got.hit, ip))
+            self.on_reserved(token, got.send_slot(now, ip))
 
     def _removed(self, tasks: list[Task], reason: str = ROBOTS) -> None:
         """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) are counted by reason in their

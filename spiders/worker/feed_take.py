@@ -1,6 +1,7 @@
 """The feed's take steps (:class:`spiders.worker.feed.TaskFeed` inherits them): batches of politeness steps per round
-trip, the group take of several due domains (:mod:`frontier.take_batch`), the per-IP windows of proxies, and the
-send slot each lease carries for the scheduler (:class:`SendSlot`, on this process's clock).
+trip, the group take of several due domains (:meth:`frontier.client.FrontierClient.take_domains`), the per-IP
+windows of proxies, and the send slot each lease carries for the scheduler (:class:`SendSlot`, on this process's
+clock).
 
 A batch's first lease goes to the walk (:class:`frontier.domain_walk.ReadyWalk`), which accounts for it; the others
 wait in ``_extra`` for :meth:`TaskFeed._fill` and leave the ready index's gauges here (``walk.lost``). Every lease
@@ -11,36 +12,23 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from frontier.client import FrontierClient, Lease, Outcome, SendSlot, TakeResult
 from frontier.domain_walk import ReadyWalk
-from frontier.politeness import Lease, Outcome, Politeness, TakeResult
-from frontier.take_batch import take_domains
 from messaging.counts import BLACKLISTED, ROBOTS
 from messaging.tasks import Task
 from spiders.worker.leases import LeaseKeeper
 
-TAKE_BATCH = 16  # politeness steps per round trip (Politeness.take_many): 2 round trips for up to 16 tasks
-TAKE_GROUP = 16  # due domains whose steps share those 2 round trips (frontier.take_batch), at most
-
-
-@dataclass(frozen=True)
-class SendSlot:
-    """When a request may go out, on this process's clock (the feed's ``clock``, monotonic by default)."""
-
-    domain: str
-    send_at: float  # no earlier than this...
-    slack: float  # ...and no later than this many seconds after it
-    hit: str  # its hit in the throttle windows (withdrawn if it misses the slot)
-    ip: str | None = None  # the address its per-IP window was taken for (a proxy's), None: this host's
+TAKE_BATCH = 16  # politeness steps per round trip (FrontierClient.take_many): 2 round trips for up to 16 tasks
+TAKE_GROUP = 16  # due domains whose steps share those 2 round trips (FrontierClient.take_domains), at most
 
 
 class TakeSteps:
     """The take half of the feed (state it shares with :class:`~spiders.worker.feed.TaskFeed`)."""
 
     config: Any  # spiders.worker.feed.FeedConfig
-    politeness: Politeness
+    frontier: FrontierClient
     proxies: Any
     proxy_of: dict[str, Any]
     send_at: dict[str, SendSlot]
@@ -64,11 +52,11 @@ class TakeSteps:
         limit = max(1, min(TAKE_BATCH, self.config.prefetch - self.prefetched()))
         candidates = self.proxies.candidates(domain) if self.proxies is not None else []
         if not candidates:
-            return self._first(self.politeness.take_many(domain, limit))
+            return self._first(self.frontier.take_many(domain, limit))
         removed: list[Task] = []
         closest: TakeResult | None = None
         for proxy in candidates:
-            results = self.politeness.take_many(domain, limit, ip=proxy.address)
+            results = self.frontier.take_many(domain, limit, ip=proxy.address)
             removed += results[0].removed
             for result in results:
                 if result.lease is not None:
@@ -89,13 +77,13 @@ class TakeSteps:
         return self.config.prefetch - self.prefetched() - len(self._extra)
 
     def _take_group(self, domains: list[str]) -> list[TakeResult]:
-        """The politeness steps of several due domains in two round trips (frontier.take_batch), each domain's
+        """The politeness steps of several due domains in two round trips (FrontierClient.take_domains), each domain's
         share of the prefetch's room at once; through proxies, domain by domain (:meth:`_take`)."""
         if self.proxies is not None:
             return [self._take(domain) for domain in domains]
         self.leases.attempted(domains, self.clock())
         limit = max(1, min(TAKE_BATCH, self._room() // len(domains)))
-        return [self._first(results) for results in take_domains(self.politeness, domains, limit)]
+        return [self._first(results) for results in self.frontier.take_domains(domains, limit)]
 
     def _first(self, results: list[TakeResult]) -> TakeResult:
         """The walk's result of a batch of steps (the others' leases wait in ``_extra``); a blacklisted domain's
@@ -115,8 +103,7 @@ class TakeSteps:
                 continue
             lease = result.lease
             proxy = self.proxy_of.get(lease.member)
-            self.send_at[lease.member] = SendSlot(lease.domain, now + max(0.0, lease.not_before - result.now),
-                                                  lease.slack, lease.hit, proxy.address if proxy else None)
+            self.send_at[lease.member] = result.send_slot(now, proxy.address if proxy else None)
             self.held[lease.member] = (lease, now)  # renewed like every lease held, also while it waits in the walk
             if n:
                 self._extra.append(lease)

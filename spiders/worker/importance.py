@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from messaging import keys
-from messaging.scripts import lua_constants
+from messaging.scripts import lua_constants, lua_script
 from messaging.tasks import DEFAULT_PRIORITY, SEEDS_SCORE_LUA, Task, check_priority
 
 KEEP_SECONDS = 7 * 86400
 LEVEL_STEP = 16  # priority levels per doubling of a URL's score (one link: +16; 1,000: +159, capped at 255)
 RULE_FIELD = "importance"
-IMPORTANCE_LUA = (lua_constants(DEFAULT_PRIORITY=DEFAULT_PRIORITY, LEVEL_STEP=LEVEL_STEP) + SEEDS_SCORE_LUA
-                  + (Path(__file__).with_name("lua") / "importance.lua").read_text())
+_CONSTANTS = lua_constants(DEFAULT_PRIORITY=DEFAULT_PRIORITY, LEVEL_STEP=LEVEL_STEP)
+IMPORTANCE = lua_script(Path(__file__).with_name("lua") / "importance.lua", prefix=_CONSTANTS + SEEDS_SCORE_LUA)
 
 
 def wants_importance(rule: dict[str, Any] | None) -> bool:
@@ -54,9 +54,6 @@ class ImportanceResult:
     raised: int  # waiting in seeds, score raised
 
 
-_scripts: dict[str, Any] = {}
-
-
 def push_by_importance(redis: Any, links: Iterable[Link], new: Sequence[tuple[str, Task]],
                        keep_seconds: float = KEEP_SECONDS) -> ImportanceResult:
     """Count ``links`` (one per page and distinct URL), push ``new`` (fingerprint, task) into ``seeds`` by
@@ -76,7 +73,5 @@ def push_by_importance(redis: Any, links: Iterable[Link], new: Sequence[tuple[st
     args.append(len(new))
     for fingerprint, task in new:
         args += [crawls[task.crawlid], fingerprint, task.encode(), check_priority(task.priority), task.crawlid]
-    if "importance" not in _scripts:
-        _scripts["importance"] = redis.register_script(IMPORTANCE_LUA)
-    pushed, raised = _scripts["importance"](keys=script_keys, args=args, client=redis)
+    pushed, raised = IMPORTANCE.on(redis)(keys=script_keys, args=args, client=redis)
     return ImportanceResult(int(pushed), int(raised))

@@ -12,16 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from frontier.politeness import Lease, Politeness
-from frontier.ready import ReadyIndex
+from frontier.client import FrontierClient, Lease
 
 logger = logging.getLogger(__name__)
 
 
 class LeaseKeeper:
-    def __init__(self, politeness: Politeness, index: ReadyIndex, lease_seconds: float) -> None:
-        self.politeness = politeness
-        self.index = index
+    def __init__(self, frontier: FrontierClient, lease_seconds: float) -> None:
+        self.frontier = frontier
         self.lease_seconds = lease_seconds
         self.held: dict[str, tuple[Lease, float]] = {}  # every lease this worker holds -> when it was last renewed
         self._since: dict[str, float] = {}  # domain -> the first take sent to it that no expiry check covers yet
@@ -32,7 +30,7 @@ class LeaseKeeper:
         due = [(member, lease) for member, (lease, renewed) in list(self.held.items())
                if now - renewed >= self.lease_seconds / 3]
         for member, lease in due:
-            renewed = self.politeness.renew(lease)
+            renewed = self.frontier.renew(lease)
             if renewed is None:
                 logger.warning("lease of %s was lost (expired or purged); its result will not be acknowledged",
                                lease.task.url)
@@ -60,12 +58,12 @@ class LeaseKeeper:
             return 0
         held = {lease.member for lease, _ in self.held.values()}
         returned: dict[str, int] = {}
-        for domain, tasks in zip(due, self.politeness.requeue_expired_many(due), strict=True):
+        for domain, tasks in zip(due, self.frontier.requeue_expired_many(due), strict=True):
             for task in tasks:
                 returned[domain] = returned.get(domain, 0) + 1
                 if task.encode() not in held:
                     logger.warning("lease of %s had expired: back in the queue", task.url)
-        self.index.requeued(returned)  # after the queue writes: the ready index's invariant (frontier.ready)
+        self.frontier.ready.requeued(returned)  # after the queue writes: the ready index's invariant (frontier.client)
         for domain in due:
             if now - self._last[domain] >= age:  # every take sent to it is covered by this check
                 del self._since[domain], self._last[domain]

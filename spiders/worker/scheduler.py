@@ -53,6 +53,7 @@ from twisted.python.failure import Failure
 
 from frontier.adaptive import AdaptiveDelay, AdaptiveRule, Sample
 from frontier.blocks import BlockListener
+from frontier.client import FrontierClient, SendSlot
 from frontier.config_watch import SiteConfigWatch
 from frontier.politeness import STATS_MODULE as POLITENESS_STATS
 from frontier.politeness import Politeness
@@ -69,7 +70,7 @@ from spiders.dupefilter import BloomDupeFilter
 from spiders.fleet_settings import crawlfleet_settings
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
-from spiders.worker.feed import FeedConfig, SendSlot, TaskFeed, default_job_id
+from spiders.worker.feed import FeedConfig, TaskFeed, default_job_id
 from spiders.worker.robots import RobotsFetcher, ScrapyRobots
 from spiders.worker.tracker import TaskTracker
 
@@ -256,7 +257,7 @@ class FleetScheduler:
         if request is None:
             return
         if not slot.hit:  # due beyond the horizon, not recorded: ask again nearer the time, or within a second,
-            # so that a rate raised meanwhile applies (frontier.politeness.Politeness.reserve)
+            # so that a rate raised meanwhile applies (frontier.client.FrontierClient.reserve)
             again = min(slot.send_at - self.settings.pace_horizon, time.monotonic() + REASK_SECONDS)
             self._hold(request, again)
             return
@@ -292,18 +293,18 @@ class FleetScheduler:
                                       "DOWNLOAD_TIMEOUT") + s.robots_lock_seconds)
         self.robots = robots
         self._counters = BufferedStats(Stats(redis, POLITENESS_STATS))  # robots_disallowed and the other outcomes
-        politeness = Politeness(redis, job, spider_type, worker_ip(s), rates, robots=robots, user_agent=token,
-                                lease_seconds=s.lease_seconds, stats=self._counters,
-                                horizon=s.pace_horizon, slack=s.pace_slack, slack_share=s.pace_slack_share)
+        politeness = Politeness(rates, robots, token, horizon=s.pace_horizon, slack=s.pace_slack,
+                                slack_share=s.pace_slack_share, stats=self._counters)
+        frontier = FrontierClient(redis, job, spider_type, worker_ip(s), politeness, lease_seconds=s.lease_seconds)
         catalog = CrawlCatalog(redis, s.crawl_refresh)
         dupefilter = BloomDupeFilter(redis, s)
-        committer = Committer(redis, politeness, dupefilter, catalog)
+        committer = Committer(redis, frontier, dupefilter, catalog)
         info = WorkerInfo(job, spider_type, worker_ip(s), s.node_name or socket.gethostname(), os.getpid())
         config = FeedConfig(prefetch=s.prefetch, commit_interval=s.commit_interval,
                             heartbeat_interval=s.heartbeat_interval, idle_backoff_max=s.idle_backoff_max,
                             lease_seconds=s.lease_seconds, crawl_refresh=s.crawl_refresh,
                             ready_reconcile=s.ready_reconcile)
-        self.feed = TaskFeed(info, politeness, WorkerRegistry(redis), catalog, committer, config,
+        self.feed = TaskFeed(info, frontier, WorkerRegistry(redis), catalog, committer, config,
                              on_ready=self._nudge_from_thread,
                              on_fenced=lambda: reactor.callFromThread(self._fenced), proxies=self._proxies(spider_type),
                              on_reserved=self._reserved_from_thread,

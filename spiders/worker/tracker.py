@@ -21,7 +21,7 @@ from typing import Any
 from scrapy import Request
 from twisted.python.failure import Failure
 
-from frontier.politeness import Lease
+from frontier.client import Lease
 from messaging.counts import NOINDEX, failure_reason
 from messaging.tasks import Task
 from spiders.robots_meta import NOINDEX_META

@@ -34,7 +34,7 @@ import yaml
 from deploy.demo_rules import DEMO_LIST_RULE, DEMO_UNIVERSAL_RULE
 from deploy.demoweb.sites import build_sites
 from deploy.procs import free_port, wait_for
-from frontier.registry import queue_depths
+from frontier.client import FrontierReader
 from messaging import keys
 from messaging.settings import SETTINGS
 from messaging.siteconfig import Rate
@@ -244,8 +244,9 @@ def test_the_production_overlay_runs_as_a_fleet_that_crawls_scales_and_drains(
     grace = k8s.deployments[universal]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     victim = k8s.started[universal][0]
     job = k8s.job_of(victim)
-    wait_for(lambda: queue_depths(fleet.redis, [job])[job][1] > 0, 60, f"{job} to hold leases", interval=0.05)
-    held = queue_depths(fleet.redis, [job])[job]
+    reader = FrontierReader(fleet.redis)
+    wait_for(lambda: reader.queue_depths([job])[job][1] > 0, 60, f"{job} to hold leases", interval=0.05)
+    held = reader.queue_depths([job])[job]
     os.kill(victim.pid, signal.SIGTERM)
     began = time.monotonic()
     code = victim.wait(timeout=grace)

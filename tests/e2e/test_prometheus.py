@@ -28,7 +28,8 @@ import requests
 
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import free_port, port_open, wait_for
-from frontier.registry import WorkerRegistry, queue_depths
+from frontier.client import FrontierReader
+from frontier.registry import WorkerRegistry
 from messaging import clients, discovery, keys
 from messaging.clients import as_text
 from messaging.clock import RedisClock
@@ -174,7 +175,7 @@ def truths(fleet: Fleet) -> dict[str, Callable[[], tuple[str, Vector]]]:
         return [job for job, beat in registry.live().items() if now - beat <= load().heartbeat_ttl]
 
     def depths(index: int) -> Vector:
-        return {frozenset(): float(sum(d[index] for d in queue_depths(redis, live()).values()))}
+        return {frozenset(): float(sum(d[index] for d in FrontierReader(redis).queue_depths(live()).values()))}
 
     def targets() -> Vector:
         return {labels(service=g["labels"]["service"], instance=t): 0.0

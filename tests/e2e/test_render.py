@@ -11,7 +11,7 @@ import pytest
 
 from deploy.demoweb.spa import LOGO_PATH, SPA_NAME, SPIN_PATH, ClientSite
 from deploy.procs import kill_hard, pid_alive, wait_for
-from frontier.registry import queue_depths
+from frontier.client import FrontierReader
 from messaging import keys
 from messaging.hostmap import HostMap
 from messaging.siteconfig import Rate
@@ -139,7 +139,7 @@ def test_kill_9_of_a_rendering_worker_loses_no_task(fleet: Any) -> None:
     collection = fleet.cf.mongo()["apps-crash"]
 
     def rendering() -> bool:
-        leased = queue_depths(fleet.redis, ["render-victim"])["render-victim"][1]
+        leased = FrontierReader(fleet.redis).queue_depths(["render-victim"])["render-victim"][1]
         return collection.estimated_document_count() >= 2 and leased > 0 and len(descendants(victim.pid)) > 1
 
     wait_for(rendering, 120, "the victim rendering with tasks leased")
@@ -163,4 +163,4 @@ def test_a_hung_page_times_out_and_its_task_completes_with_the_reason(fleet: Any
     assert event["items"] == 0 and fleet.items("apps-hang") == []
     log = fleet.procs.log(worker)
     assert f"task {fleet.url(SPA_NAME, SPIN_PATH)} failed: rendering" in log and "took more than 3 s" in log
-    assert queue_depths(fleet.redis, [job])[job] == (0, 0)
+    assert FrontierReader(fleet.redis).queue_depths([job])[job] == (0, 0)

@@ -10,7 +10,7 @@ import pytest
 
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
 from deploy.procs import kill_hard, wait_for
-from frontier.registry import queue_depths
+from frontier.client import FrontierReader
 from messaging import keys
 from tests.plugins.demoweb import own_demoweb
 
@@ -35,7 +35,7 @@ def test_kill_9_of_a_worker_mid_crawl_loses_nothing(fleet: Any, big_demoweb: dic
                   "rule": DEMO_UNIVERSAL_RULE})
     collection = fleet.cf.mongo()["news-big"]
     wait_for(lambda: collection.estimated_document_count() >= 400, 120, "400 items stored before the kill")
-    _, in_flight = queue_depths(fleet.redis, [victim])[victim]
+    _, in_flight = FrontierReader(fleet.redis).queue_depths([victim])[victim]
     kill_hard(victim_proc.pid)
 
     fleet.wait_finished(["news-big"], 240)

@@ -10,7 +10,7 @@ import pytest
 
 from deploy.procs import wait_for
 from frontier.blocks import BlockListener, parse_block
-from frontier.politeness import block_domain
+from frontier.client import block_domain
 from messaging import keys
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from frontier.adaptive import AdaptiveDelay, Sample
-from frontier.config_watch import StaticSiteConfig
-from frontier.politeness import Politeness
+from frontier.client import FrontierClient
 from frontier.robots_cache import RobotsCache
 from messaging.siteconfig import Rate, SiteConfig, SitePaths, read_site, update_site, write_defaults
 
@@ -46,7 +45,7 @@ def test_the_default_rate_is_printed_and_a_site_shows_what_applies(cf: Any) -> N
 
     update_site(zk, paths, "slowsite.com", lambda _: SiteConfig(rate=30, window=60, burst=2, adaptive=True))
     AdaptiveDelay(redis).record([Sample("slowsite.com", 3.0)], {"slowsite.com": 2.0})
-    Politeness(redis, "j", "list", "10.0.0.1", StaticSiteConfig()).block("slowsite.com", 120)
+    FrontierClient(redis).block("slowsite.com", 120)
     RobotsCache(redis, lambda url: "User-agent: *\nCrawl-delay: 5\n").lookup("http://www.slowsite.com/")
     shown = as_json(cli(cf.env, "site", "show", "www.slowsite.com", "--json"))
     assert shown["domain"] == "slowsite.com"

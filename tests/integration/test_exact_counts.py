@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from frontier.client import FrontierClient, add_to_index
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Politeness
-from frontier.ready import add_to_index
 from frontier.registry import WorkerInfo, WorkerRegistry
 from manager.console_data import reason_rows
 from master.finisher import Finisher
@@ -31,10 +31,10 @@ pytestmark = pytest.mark.integration
 
 def _commit(cf: Any, job: str, tasks: list[tuple[Task, int, str]]) -> Any:
     """Lease each task to ``job`` and commit it as processed with (items stored, failure reason)."""
-    politeness, committer, catalog = worker_parts(cf, job)
+    frontier, committer, catalog = worker_parts(cf, job)
     catalog.load([CRAWL])
-    batch = [Finished(lease_one(politeness, task), items=items, failure=failure) for task, items, failure in tasks]
-    return committer.commit(batch, RedisClock(politeness.redis).now())
+    batch = [Finished(lease_one(frontier, task), items=items, failure=failure) for task, items, failure in tasks]
+    return committer.commit(batch, RedisClock(frontier.redis).now())
 
 
 def _drain(redis: Any) -> None:
@@ -157,12 +157,12 @@ def test_a_commit_interrupted_by_redis_and_retried_does_not_repush_seen_children
     redis = cf.redis()
     start = start_crawl(redis, "http://site.test/")
     _drain(redis)
-    politeness, committer, catalog = worker_parts(cf, "job-a")
+    frontier, committer, catalog = worker_parts(cf, "job-a")
     catalog.load([CRAWL])
     seen = [start.child(f"http://site.test/seen{n}") for n in range(5)]
     committer.mark_seen(seen)  # crawled already (in the Bloom filter)
     fresh = [start.child(f"http://site.test/new{n}") for n in range(3)]
-    finished = Finished(lease_one(politeness, start), seen + fresh, items=1)
+    finished = Finished(lease_one(frontier, start), seen + fresh, items=1)
     real_push = commit_module.push_seeds
     calls = []
 
@@ -187,10 +187,10 @@ def test_a_commit_interrupted_inside_the_bloom_step_pushes_every_child_on_its_re
     redis = cf.redis()
     start = start_crawl(redis, "http://site.test/")
     _drain(redis)
-    politeness, committer, catalog = worker_parts(cf, "job-a")
+    frontier, committer, catalog = worker_parts(cf, "job-a")
     catalog.load([CRAWL])
     children = [start.child(f"http://site.test/c{n}") for n in range(4)]
-    finished = Finished(lease_one(politeness, start), children, items=1)
+    finished = Finished(lease_one(frontier, start), children, items=1)
     bloom = committer.dupefilter.bloom(committer.dupefilter.namespace({"crawlid": CRAWL}))
     real_add = type(bloom).add_fingerprints
 
@@ -221,29 +221,29 @@ class _DisallowPrivate:
         return None
 
 
-def _queue(politeness: Politeness, task: Task) -> None:
-    politeness.redis.sadd(keys.job_domains(politeness.job), task.domain)
-    politeness.redis.zadd(keys.queue(politeness.job, task.domain), {task.encode(): 0})
-    politeness.redis.hincrby(keys.pending_domain(task.domain), task.crawlid, 1)
-    add_to_index(politeness.redis, politeness.job, politeness.spider_type, {task.domain: 1})  # as landing does
+def _queue(frontier: FrontierClient, task: Task) -> None:
+    frontier.redis.sadd(keys.job_domains(frontier.job), task.domain)
+    frontier.redis.zadd(keys.queue(frontier.job, task.domain), {task.encode(): 0})
+    frontier.redis.hincrby(keys.pending_domain(task.domain), task.crawlid, 1)
+    add_to_index(frontier.redis, frontier.job, frontier.spider_type, {task.domain: 1})  # as landing does
 
 
 def test_pages_left_out_are_counted_by_reason_and_shown_on_the_crawl_page(cf: Any) -> None:
-    """robots (dropped unfetched by the worker's politeness step), blacklisted (the domain's queue dropped),
+    """robots (dropped unfetched by the worker's frontier step), blacklisted (the domain's queue dropped),
     noindex (a page whose items were left out), errors, dropped items: in the exact counts, then on the page."""
     redis = cf.redis()
     start = start_crawl(redis, "http://site.test/")
     _drain(redis)
     rates = StaticSiteConfig(Rate(10_000, 60), {"bad.test": SiteConfig(blacklisted=True)})
-    politeness = Politeness(redis, "job-r", "list", "10.0.0.1", rates, robots=_DisallowPrivate())
+    frontier = FrontierClient(redis, "job-r", "list", "10.0.0.1", Politeness(rates, robots=_DisallowPrivate()))
     catalog = CrawlCatalog(redis, refresh_seconds=0.2)
-    committer = Committer(redis, politeness, BloomDupeFilter(redis, cf.settings), catalog)
-    feed = TaskFeed(WorkerInfo("job-r", "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis), catalog,
+    committer = Committer(redis, frontier, BloomDupeFilter(redis, cf.settings), catalog)
+    feed = TaskFeed(WorkerInfo("job-r", "list", "10.0.0.1", "host", 1), frontier, WorkerRegistry(redis), catalog,
                     committer, FeedConfig(prefetch=8))
     feed.register()
     private = [start.child(f"http://site.test/private/{n}") for n in range(2)]
     for task in [*private, start.child("http://site.test/open"), start.child("http://bad.test/x")]:
-        _queue(politeness, task)
+        _queue(frontier, task)
     taken = [feed.walk.poll(), feed.walk.poll()]
     assert [r.lease.task.url for r in taken if r is not None and r.lease] == ["http://site.test/open"]
     # the same disallowed URL dropped again (queued twice, e.g. by a re-delivered parent): counted once

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
+from frontier.client import FrontierClient
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Politeness
 from frontier.registry import WorkerInfo, WorkerRegistry, WorkerState, health_of
@@ -46,11 +47,11 @@ class StallingCatalog(CrawlCatalog):
 def test_a_worker_with_a_stalled_feed_keeps_beating_shows_slow_and_is_not_retired(cf: Any) -> None:
     redis = cf.redis()
     job = "beat-job"
-    politeness = Politeness(redis, job, "list", "10.0.0.1", StaticSiteConfig(Rate(100, 60)))
+    frontier = FrontierClient(redis, job, "list", "10.0.0.1", Politeness(StaticSiteConfig(Rate(100, 60))))
     catalog = StallingCatalog(redis)
-    committer = Committer(redis, politeness, BloomDupeFilter(redis, cf.settings), catalog)
+    committer = Committer(redis, frontier, BloomDupeFilter(redis, cf.settings), catalog)
     registry = WorkerRegistry(redis)
-    feed = TaskFeed(WorkerInfo(job, "list", "10.0.0.1", "host", 1), politeness, registry, catalog, committer,
+    feed = TaskFeed(WorkerInfo(job, "list", "10.0.0.1", "host", 1), frontier, registry, catalog, committer,
                     FeedConfig(heartbeat_interval=0.2, idle_backoff_max=0.1, crawl_refresh=0.05),
                     beats=WorkerRegistry(cf.redis()))
     feed.register()
@@ -87,11 +88,11 @@ def test_a_worker_with_a_stalled_feed_keeps_beating_shows_slow_and_is_not_retire
 def test_a_worker_retired_while_its_feed_is_stalled_is_stopped_by_its_heartbeat(cf: Any) -> None:
     redis = cf.redis()
     job = "fenced-job"
-    politeness = Politeness(redis, job, "list", "10.0.0.1", StaticSiteConfig(Rate(100, 60)))
+    frontier = FrontierClient(redis, job, "list", "10.0.0.1", Politeness(StaticSiteConfig(Rate(100, 60))))
     catalog = StallingCatalog(redis)
     fenced = threading.Event()
-    feed = TaskFeed(WorkerInfo(job, "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis), catalog,
-                    Committer(redis, politeness, BloomDupeFilter(redis, cf.settings), catalog),
+    feed = TaskFeed(WorkerInfo(job, "list", "10.0.0.1", "host", 1), frontier, WorkerRegistry(redis), catalog,
+                    Committer(redis, frontier, BloomDupeFilter(redis, cf.settings), catalog),
                     FeedConfig(heartbeat_interval=0.1, idle_backoff_max=0.1, crawl_refresh=0.05),
                     on_fenced=fenced.set)
     feed.register()

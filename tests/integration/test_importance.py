@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from frontier.client import FrontierClient, Lease
 from frontier.config_watch import StaticSiteConfig
-from frontier.politeness import Lease, Politeness
+from frontier.politeness import Politeness
 from messaging import keys
 from messaging.siteconfig import Rate
 from messaging.tasks import CrawlFields, CrawlState, Task
@@ -31,8 +32,8 @@ def committer_for(cf: Any, crawls: dict[str, dict[str, Any]]) -> Committer:
             CrawlFields.SPIDER_TYPE: "universal", CrawlFields.URL: "http://a.test/"})
     catalog = CrawlCatalog(redis, refresh_seconds=60)
     catalog.load(list(crawls))
-    politeness = Politeness(redis, "imp-job", "universal", "10.0.0.1", StaticSiteConfig(Rate(100, 60)))
-    return Committer(redis, politeness, BloomDupeFilter(redis, cf.settings), catalog)
+    frontier = FrontierClient(redis, "imp-job", "universal", "10.0.0.1", Politeness(StaticSiteConfig(Rate(100, 60))))
+    return Committer(redis, frontier, BloomDupeFilter(redis, cf.settings), catalog)
 
 
 def page(crawlid: str, url: str, links: list[str]) -> Finished:

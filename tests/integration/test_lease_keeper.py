@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
+from frontier.client import FrontierClient
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Politeness
-from frontier.ready import ReadyIndex
 from messaging import keys
 from messaging.clock import RedisClock
 from spiders.worker.leases import LeaseKeeper
@@ -26,8 +26,8 @@ def svc(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue("cf" if request.param == "single" else "cf_cluster")
 
 
-class AskedDomains(Politeness):
-    """The real engine, recording which domains each expiry check asked."""
+class AskedDomains(FrontierClient):
+    """The real client, recording which domains each expiry check asked."""
 
     asked: list[list[str]]
 
@@ -39,9 +39,9 @@ class AskedDomains(Politeness):
 def test_an_expired_lease_goes_back_and_only_domains_taken_from_are_asked(svc: Any) -> None:
     redis = svc.redis()
     dispatch(redis, "w", domains=40, per_domain=1)
-    engine = AskedDomains(redis, "w", "list", "10.0.0.1", StaticSiteConfig(FAST), lease_seconds=LEASE)
+    engine = AskedDomains(redis, "w", "list", "10.0.0.1", Politeness(StaticSiteConfig(FAST)), lease_seconds=LEASE)
     engine.asked = []
-    keeper = LeaseKeeper(engine, ReadyIndex(redis, "w", "list"), LEASE)
+    keeper = LeaseKeeper(engine, LEASE)
     keeper.attempted(["d3.test"], 100.0)
     lease = engine.take("d3.test").lease  # its reply "lost": the keeper does not hold it
     assert lease is not None and not redis.exists(keys.queue("w", "d3.test"))

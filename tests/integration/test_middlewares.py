@@ -13,7 +13,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import TCPTimedOutError
 
-from frontier.politeness import block_domain
+from frontier.client import block_domain
 from messaging import keys
 from messaging.stats import BufferedStats, Stats
 from spiders.middlewares.retry_after import DomainBlocker, RetryAfterMiddleware

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from bench.throttle import max_in_window
+from frontier.client import FrontierClient, Outcome
 from frontier.config_watch import StaticSiteConfig
-from frontier.politeness import Outcome, Politeness
+from frontier.politeness import Politeness
 from messaging import keys
 from messaging.siteconfig import Rate, SiteConfig
 from messaging.tasks import Task, queue_score
@@ -33,7 +34,7 @@ def push(redis: Any, job: str, count: int) -> None:
     redis.sadd(keys.job_domains(job), DOMAIN)
 
 
-def run(engines: list[Politeness], start: float, seconds: float, step: float = 0.01) -> list[float]:
+def run(engines: list[FrontierClient], start: float, seconds: float, step: float = 0.01) -> list[float]:
     """Every engine asks as often as it can (every ``step`` of simulated time); the slots of the hits taken."""
     slots: list[float] = []
     t = start
@@ -42,7 +43,7 @@ def run(engines: list[Politeness], start: float, seconds: float, step: float = 0
             result = engine.take(DOMAIN, now=t)
             if result.outcome == Outcome.TAKEN:
                 assert result.lease.not_before >= t - 1e-6
-                assert result.lease.not_before - t <= engine.horizon + 1e-6
+                assert result.lease.not_before - t <= engine.politeness.horizon + 1e-6
                 slots.append(result.lease.not_before)
         t += step
     return sorted(slots)
@@ -51,7 +52,7 @@ def run(engines: list[Politeness], start: float, seconds: float, step: float = 0
 def test_a_rate_is_spaced_evenly_across_workers(svc: Any) -> None:
     redis = svc.redis()
     rates = StaticSiteConfig(Rate(60, 60))  # one a second
-    engines = [Politeness(redis, f"j{n}", "list", ip, rates) for n, ip in enumerate((IP1, IP1, IP2))]
+    engines = [FrontierClient(redis, f"j{n}", "list", ip, Politeness(rates)) for n, ip in enumerate((IP1, IP1, IP2))]
     for engine in engines:
         push(redis, engine.job, 200)
     slots = run(engines[:2], T0, 30)  # two workers of one host: one type window, one IP window
@@ -65,7 +66,7 @@ def test_a_rate_is_spaced_evenly_across_workers(svc: Any) -> None:
 
 def test_a_burst_goes_out_at_once_then_the_spacing_holds(svc: Any) -> None:
     redis = svc.redis()
-    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(60, 60, burst=5)), horizon=0)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(StaticSiteConfig(Rate(60, 60, burst=5)), horizon=0))
     push(redis, "j", 100)
     assert [engine.take(DOMAIN, now=T0).outcome for _ in range(6)] == [Outcome.TAKEN] * 5 + [Outcome.THROTTLED]
     slots = run([engine], T0 + 0.5, 10)
@@ -78,7 +79,7 @@ def test_a_burst_goes_out_at_once_then_the_spacing_holds(svc: Any) -> None:
 def test_the_sliding_window_stays_the_upper_bound(svc: Any) -> None:
     redis = svc.redis()
     # a burst as large as the window's allowance: the window is what stops the hits
-    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(10, 10, burst=50)), horizon=0)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(StaticSiteConfig(Rate(10, 10, burst=50)), horizon=0))
     push(redis, "j", 100)
     slots = run([engine], T0, 40, step=0.05)
     assert max_in_window(slots, 10.0) == 10  # both hold: at most 10 in any 10 s (they come in bursts of 10)
@@ -88,7 +89,7 @@ def test_a_raised_rate_applies_at_the_next_step_and_a_lowered_one_too(svc: Any) 
     redis = svc.redis()
     sites = {DOMAIN: SiteConfig(rate=2, window=120)}  # one hit a minute
     rates = StaticSiteConfig(Rate(10, 60), sites)
-    engine = Politeness(redis, "j", "list", IP1, rates)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(rates))
     push(redis, "j", 100)
     assert engine.take(DOMAIN, now=T0).outcome == Outcome.TAKEN
     closed = engine.take(DOMAIN, now=T0 + 1)
@@ -104,10 +105,10 @@ def test_a_raised_rate_applies_at_the_next_step_and_a_lowered_one_too(svc: Any) 
 def test_both_keys_keep_their_own_spacing(svc: Any) -> None:
     redis = svc.redis()
     rates = StaticSiteConfig(Rate(60, 60))
-    same_type = Politeness(redis, "a", "list", IP2, rates, horizon=0)
-    same_ip = Politeness(redis, "b", "universal", IP1, rates, horizon=0)
-    other = Politeness(redis, "c", "universal", IP2, rates, horizon=0)
-    first = Politeness(redis, "d", "list", IP1, rates, horizon=0)
+    same_type = FrontierClient(redis, "a", "list", IP2, Politeness(rates, horizon=0))
+    same_ip = FrontierClient(redis, "b", "universal", IP1, Politeness(rates, horizon=0))
+    other = FrontierClient(redis, "c", "universal", IP2, Politeness(rates, horizon=0))
+    first = FrontierClient(redis, "d", "list", IP1, Politeness(rates, horizon=0))
     for engine in (same_type, same_ip, other, first):
         push(redis, engine.job, 5)
     assert first.take(DOMAIN, now=T0).outcome == Outcome.TAKEN
@@ -122,7 +123,7 @@ def test_a_fast_sites_slack_is_a_share_of_its_window_and_its_window_stays_exact(
     when every hit of a burst leaves as late as its slack allows, no 10 s hold more than 100 of them."""
     redis = svc.redis()
     rates = StaticSiteConfig(Rate(100, 10, burst=100))  # the window binds: bursts of 100
-    engine = Politeness(redis, "j", "list", IP1, rates, horizon=0, slack=0.05, slack_share=0.01)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(rates, horizon=0, slack=0.05, slack_share=0.01))
     push(redis, "j", 400)
     assert engine.take(DOMAIN, now=T0).lease.slack == pytest.approx(0.1)
     assert engine.reserve(DOMAIN, now=T0).slack == pytest.approx(0.1)
@@ -132,13 +133,13 @@ def test_a_fast_sites_slack_is_a_share_of_its_window_and_its_window_stays_exact(
     assert len(slots) >= 250 and max_in_window(late, 10.0) == 100
     # without the share the slack is the floor, 50 ms: a request 0.1 s late would have to reserve again
     push(redis, "k", 1)
-    floor_only = Politeness(redis, "k", "list", IP2, rates, slack=0.05)
+    floor_only = FrontierClient(redis, "k", "list", IP2, Politeness(rates, slack=0.05))
     assert floor_only.take(DOMAIN, now=T0 + 100).lease.slack == pytest.approx(0.05)
 
 
 def test_a_missed_slot_is_withdrawn_and_a_follow_up_gets_its_own(svc: Any) -> None:
     redis = svc.redis()
-    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(60, 60)))
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(StaticSiteConfig(Rate(60, 60))))
     push(redis, "j", 5)
     lease = engine.take(DOMAIN, now=T0).lease
     assert lease.not_before == pytest.approx(T0) and lease.slack == pytest.approx(0.2)  # a fifth of 1 s
@@ -178,8 +179,8 @@ def test_the_shared_adaptive_delay_follows_the_rule_and_spaces_an_adaptive_site(
 
     # the step spaces an adaptive site max(W/N, delay) apart; a site that is not adaptive ignores the delay
     adaptive = StaticSiteConfig(Rate(60, 60), {DOMAIN: SiteConfig(adaptive=True)})
-    engine = Politeness(redis, "j", "list", IP1, adaptive, horizon=0)
-    plain = Politeness(redis, "k", "universal", IP2, StaticSiteConfig(Rate(60, 60)), horizon=0)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(adaptive, horizon=0))
+    plain = FrontierClient(redis, "k", "universal", IP2, Politeness(StaticSiteConfig(Rate(60, 60)), horizon=0))
     push(redis, "j", 10)
     push(redis, "k", 10)
     assert engine.take(DOMAIN, now=T0 + 100).outcome == Outcome.TAKEN

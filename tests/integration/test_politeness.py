@@ -17,9 +17,10 @@ import pytest
 
 from bench.throttle import max_in_window
 from deploy.procs import stop_pid, wait_for
+from frontier.client import FrontierClient, Outcome
 from frontier.config_watch import SiteConfigWatch, StaticSiteConfig
 from frontier.domain_walk import DomainWalk
-from frontier.politeness import Outcome, Politeness
+from frontier.politeness import Politeness
 from frontier.robots_cache import RobotsCache
 from messaging import keys
 from messaging.clock import RedisClock
@@ -51,8 +52,10 @@ def test_type_and_ip_windows_bind_independently(svc: Any) -> None:
     redis = svc.redis()
     # 3 per 15 s, a burst of 3: the sliding window binds (spacing 5 s, slack a fifth of it: windows checked 16 s wide)
     rates = StaticSiteConfig(Rate(100, 60), {DOMAIN: SiteConfig(rate=3, window=15, burst=3)})
-    a1, a2 = (Politeness(redis, f"a{n}", "list", ip, rates, horizon=0) for n, ip in ((1, IP1), (2, IP2)))
-    b1, b2 = (Politeness(redis, f"b{n}", "universal", ip, rates, horizon=0) for n, ip in ((1, IP1), (2, IP2)))
+    a1, a2 = (FrontierClient(redis, f"a{n}", "list", ip, Politeness(rates, horizon=0))
+              for n, ip in ((1, IP1), (2, IP2)))
+    b1, b2 = (FrontierClient(redis, f"b{n}", "universal", ip, Politeness(rates, horizon=0))
+              for n, ip in ((1, IP1), (2, IP2)))
     for engine in (a1, a2, b1, b2):
         push(redis, engine.job, DOMAIN, 10)
 
@@ -78,7 +81,7 @@ def test_type_and_ip_windows_bind_independently(svc: Any) -> None:
 
 def test_hits_are_unique_even_at_the_same_microsecond(svc: Any) -> None:
     redis = svc.redis()
-    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(100, 10, burst=5)))
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(StaticSiteConfig(Rate(100, 10, burst=5))))
     push(redis, "j", DOMAIN, 5)
     assert all(engine.take(DOMAIN, now=T0).outcome == Outcome.TAKEN for _ in range(5))
     assert redis.zcard(keys.throttle_type("list", DOMAIN)) == 5
@@ -145,10 +148,10 @@ def test_blacklist_drops_queued_tasks_and_refuses_new_links(svc: Any) -> None:
     paths = SitePaths(svc.settings.zk_root)
     watch = SiteConfigWatch(zk, paths).start()
     stats = Stats(redis, "politeness")
-    engine = Politeness(redis, "j", "list", IP1, watch, stats=stats)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(watch, stats=stats))
     queued = push(redis, "j", DOMAIN, 7)
     push(redis, "j", "other.test", 2)
-    assert engine.admits(f"http://{DOMAIN}/x")
+    assert engine.politeness.admits(f"http://{DOMAIN}/x")
     update_site(zk, paths, DOMAIN, lambda config: SiteConfig(config.rate, config.window, blacklisted=True))
     wait_for(lambda: watch.is_blacklisted(DOMAIN), 1.0, "the blacklist to reach the worker")
     result = engine.take(DOMAIN)
@@ -158,7 +161,7 @@ def test_blacklist_drops_queued_tasks_and_refuses_new_links(svc: Any) -> None:
     assert engine.counts["blacklist_dropped"] == 7
     if not svc.settings.redis_cluster:  # messaging.stats cannot pipeline its scripts on a cluster (reported)
         assert stats.value("blacklist_dropped", "lifetime") == 7
-    assert not engine.admits(f"http://{DOMAIN}/new") and not engine.admits(DOMAIN)
+    assert not engine.politeness.admits(f"http://{DOMAIN}/new") and not engine.politeness.admits(DOMAIN)
     assert engine.take("other.test").outcome == Outcome.TAKEN
     assert redis.zcard(keys.throttle_type("list", DOMAIN)) == 0  # dropping spends no hit
 
@@ -166,7 +169,7 @@ def test_blacklist_drops_queued_tasks_and_refuses_new_links(svc: Any) -> None:
 def test_retry_after_block_holds_every_worker_off_until_it_ends(svc: Any) -> None:
     redis = svc.redis()
     rates = StaticSiteConfig(Rate(100, 60))
-    engines = [Politeness(redis, f"j{n}", kind, ip, rates)
+    engines = [FrontierClient(redis, f"j{n}", kind, ip, Politeness(rates))
                for n, (kind, ip) in enumerate([("list", IP1), ("list", IP2), ("universal", IP1)])]
     for engine in engines:
         push(redis, engine.job, DOMAIN, 3)
@@ -189,7 +192,7 @@ def test_retry_after_block_holds_every_worker_off_until_it_ends(svc: Any) -> Non
 
 def test_expired_lease_returns_the_task_to_its_place(svc: Any) -> None:
     redis = svc.redis()
-    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(100, 60)), lease_seconds=10)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(StaticSiteConfig(Rate(100, 60))), lease_seconds=10)
     push(redis, "j", DOMAIN, 3, priority=100, prefix="low")
     urgent = push(redis, "j", DOMAIN, 1, priority=200, prefix="urgent")[0]
     taken = engine.take(DOMAIN, now=T0)
@@ -221,7 +224,8 @@ def test_disallowed_url_is_refused_without_spending_a_hit(svc: Any) -> None:
 
     robots = RobotsCache(redis, fetch)
     stats = Stats(redis, "politeness")
-    engine = Politeness(redis, "j", "list", IP1, StaticSiteConfig(Rate(1, 60)), robots=robots, stats=stats)
+    rules = Politeness(StaticSiteConfig(Rate(1, 60)), robots=robots, stats=stats)
+    engine = FrontierClient(redis, "j", "list", IP1, rules)
     private = push(redis, "j", DOMAIN, 2, priority=200, prefix="private")  # first in priority order
     allowed = push(redis, "j", DOMAIN, 1, priority=100, prefix="ok")[0]
     result = engine.take(DOMAIN, now=T0)
@@ -245,7 +249,7 @@ def test_fair_walk_across_fifty_domains(svc: Any) -> None:
     domains = [f"site{n:02d}.test" for n in range(50)]
     throttled = set(domains[::5])
     rates = StaticSiteConfig(Rate(10_000, 60, burst=20), {d: SiteConfig(rate=2, window=60, burst=2) for d in throttled})
-    engine = Politeness(redis, "j", "list", IP1, rates)
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(rates))
     for domain in domains:
         push(redis, "j", domain, 20)
     walk = DomainWalk(engine.take, engine.domains)

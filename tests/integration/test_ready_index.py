@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from frontier.client import FrontierClient
 from frontier.config_watch import StaticSiteConfig
 from frontier.domain_walk import DomainWalk, ReadyWalk
 from frontier.politeness import Politeness
-from frontier.ready import ReadyIndex
 from frontier.registry import WorkerRegistry
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.requeue import Requeuer
@@ -40,9 +40,10 @@ def dispatch(redis: Any, job: str, domains: int, per_domain: int) -> list[Task]:
     return tasks
 
 
-def walker(redis: Any, job: str, **options: float) -> tuple[ReadyWalk, Politeness]:
-    engine = Politeness(redis, job, "list", "10.0.0.1", StaticSiteConfig(FAST))
-    return ReadyWalk(engine.take, ReadyIndex(redis, job, "list"), **options), engine
+def walker(redis: Any, job: str, lease_seconds: float = 600.0, **options: float) -> tuple[ReadyWalk, FrontierClient]:
+    engine = FrontierClient(redis, job, "list", "10.0.0.1", Politeness(StaticSiteConfig(FAST)),
+                            lease_seconds=lease_seconds)
+    return ReadyWalk(engine.take, engine.ready, **options), engine
 
 
 def test_landing_fills_the_index_and_the_gauges(svc: Any) -> None:
@@ -82,15 +83,14 @@ def test_a_lost_index_update_is_repaired_by_the_reconcile(svc: Any) -> None:
 def test_expired_leases_back_in_their_queue_reenter_the_index(svc: Any) -> None:
     redis = svc.redis()
     dispatch(redis, "w", domains=1, per_domain=1)
-    walk, engine = walker(redis, "w", idle_poll=0.05)
-    engine.lease_seconds = 5.0
+    walk, engine = walker(redis, "w", lease_seconds=5.0, idle_poll=0.05)
     assert walk.next(timeout=2.0) is not None
     assert walk.next(timeout=0.3) is None and redis.zcard(keys.ready("w")) == 0
     returned = engine.requeue_expired("d0.test", now=time.time() + 60)
     assert len(returned) == 1
     walk.index.requeued({"d0.test": 1})
     assert redis.zrange(keys.ready("w"), 0, -1) == [b"d0.test"]
-    assert int(redis.get(keys.ready_tasks("w"))) == 1
+    assert int(redis.get(keys.ready_tasks("w"))) == 1 == engine.ready_count()
     assert walk.next(timeout=2.0).task.url == "http://d0.test/p0"
 
 
@@ -140,30 +140,29 @@ def test_empty_domains_are_not_probed(cf: Any) -> None:
 
 
 def test_steps_for_a_group_of_domains_keep_the_queue_order_and_robots(svc: Any) -> None:
-    """frontier.take_batch: several domains' steps in two round trips; disallowed heads dropped, order kept, an
+    """FrontierClient.take_domains: several domains' steps in two round trips; disallowed heads dropped, order kept, an
     empty queue reported without a step, a throttled domain reported with its wait."""
     from frontier.robots_cache import RobotsCache
-    from frontier.take_batch import take_domains
     from messaging.tasks import queue_score
 
     redis = svc.redis()
     robots = RobotsCache(redis, lambda url: "User-agent: *\nDisallow: /private/\n")
     rates = StaticSiteConfig(Rate(100, 60, burst=8))
-    engine = Politeness(redis, "w", "list", "10.0.0.1", rates, robots=robots)
+    engine = FrontierClient(redis, "w", "list", "10.0.0.1", Politeness(rates, robots=robots))
     for domain, paths in {"a.test": ["/1", "/private/x", "/2"], "b.test": ["/1"]}.items():
         redis.zadd(keys.queue("w", domain), {Task(url=f"http://{domain}{p}", crawlid="c", spider_type="list").encode():
                                              queue_score(100, n) for n, p in enumerate(paths)})
     for domain in ("a.test", "b.test"):  # robots.txt known for both before the batch
         robots.allowed(f"http://{domain}/", "crawlfleet")
-    a, b, empty = take_domains(engine, ["a.test", "b.test", "none.test"], 8)
+    a, b, empty = engine.take_domains(["a.test", "b.test", "none.test"], 8)
     assert [r.task.url for r in a] == ["http://a.test/1", "http://a.test/2"]
     assert [t.url for t in a[0].removed] == ["http://a.test/private/x"]
     assert [r.task.url for r in b] == ["http://b.test/1"] and b[0].drained
     assert [r.outcome for r in empty] == ["empty"]
     assert not redis.exists(keys.queue("w", "a.test")) and redis.zcard(keys.inflight("w", "a.test")) == 2
     redis.zadd(keys.queue("w", "b.test"), {Task(url="http://b.test/9", crawlid="c", spider_type="list").encode(): 1})
-    slow = Politeness(redis, "w", "list", "10.0.0.1", StaticSiteConfig(Rate(1, 60)), robots=robots)
-    [refused] = take_domains(slow, ["b.test"], 8)
+    slow = FrontierClient(redis, "w", "list", "10.0.0.1", Politeness(StaticSiteConfig(Rate(1, 60)), robots=robots))
+    [refused] = slow.take_domains(["b.test"], 8)
     assert [r.outcome for r in refused] == ["throttled"] and refused[0].wait > 50
 
 
@@ -171,7 +170,6 @@ def test_a_group_step_asks_a_pending_robots_txt_once(svc: Any) -> None:
     """A domain whose robots.txt another process is fetching: the group step reports it pending with the wait the
     cache gives, after one look at the cache (not a second claim through the single step), and takes nothing."""
     from frontier.robots_cache import PENDING_WAIT, RobotsCache
-    from frontier.take_batch import take_domains
 
     redis = svc.redis()
     fetcher = RobotsCache(redis, None)
@@ -180,9 +178,9 @@ def test_a_group_step_asks_a_pending_robots_txt_once(svc: Any) -> None:
     looks: list[str] = []
     state = robots.state
     robots.state = lambda url: looks.append(url) or state(url)  # type: ignore[method-assign]
-    engine = Politeness(redis, "w", "list", "10.0.0.1", StaticSiteConfig(FAST), robots=robots)
+    engine = FrontierClient(redis, "w", "list", "10.0.0.1", Politeness(StaticSiteConfig(FAST), robots=robots))
     redis.zadd(keys.queue("w", "a.test"), {Task(url="http://a.test/1", crawlid="c", spider_type="list").encode(): 1})
-    [pending] = take_domains(engine, ["a.test"], 8)
+    [pending] = engine.take_domains(["a.test"], 8)
     assert [(r.outcome, r.wait) for r in pending] == [("robots_pending", PENDING_WAIT)]
     assert looks == ["http://a.test/1"]
     assert redis.zcard(keys.queue("w", "a.test")) == 1 and not redis.exists(keys.inflight("w", "a.test"))

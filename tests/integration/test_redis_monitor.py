@@ -13,7 +13,7 @@ import pytest
 from deploy.procs import wait_for
 from messaging import clients, keys
 from messaging.answers import AnswerWaiter
-from messaging.kafka_monitor.batch import REQUEST_STORE_LUA
+from messaging.kafka_monitor.batch import REQUEST_STORE
 from messaging.kafka_monitor.monitor import topic_partitions
 from messaging.redis_monitor.monitor import GROUP, RedisMonitor
 from messaging.redis_monitor.plugins import Plugin
@@ -53,7 +53,7 @@ def stream_of(key: str) -> str:
 
 def leave_request(redis: Any, key: str, request: dict[str, Any]) -> None:
     """As the Kafka monitor leaves it: the request key and its stream entry, in one call."""
-    assert int(redis.eval(REQUEST_STORE_LUA, 2, key, stream_of(key), canonical_json(request), 3600)) == 1
+    assert int(redis.eval(REQUEST_STORE.source, 2, key, stream_of(key), canonical_json(request), 3600)) == 1
 
 
 def pending(redis: Any, key: str) -> list[dict[str, Any]]:
@@ -199,8 +199,8 @@ def test_a_redelivered_request_still_waiting_is_stored_once(cf):
     redis = cf.redis()
     key = keys.info_request("alice", "x", "d-1")
     request = canonical_json({"action": "info", "userid": "alice", "crawlid": "x", "uuid": "d-1"})
-    assert int(redis.eval(REQUEST_STORE_LUA, 2, key, stream_of(key), request, 3600)) == 1
-    assert int(redis.eval(REQUEST_STORE_LUA, 2, key, stream_of(key), request, 3600)) == 0
+    assert int(redis.eval(REQUEST_STORE.source, 2, key, stream_of(key), request, 3600)) == 1
+    assert int(redis.eval(REQUEST_STORE.source, 2, key, stream_of(key), request, 3600)) == 0
     assert redis.xlen(stream_of(key)) == 1 and 0 < redis.ttl(key) <= 3600
 
 

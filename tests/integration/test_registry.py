@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.sim_worker import SimWorker
+from frontier.client import FrontierClient
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry, is_retired, record_completion
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.requeue import Requeuer
@@ -108,7 +109,7 @@ def test_leave_requeues_queues_and_leases_conserving_every_task(cf) -> None:
     assert redis.hget(keys.PENDING_SEEDS, "c1") is None
 
 
-def test_a_requeue_interrupted_after_reseeding_is_finished_once(cf) -> None:
+def test_a_requeue_interrupted_after_reseeding_is_finished_once(cf, monkeypatch: pytest.MonkeyPatch) -> None:
     redis = cf.redis()
     original = tasks(10)
     push_seeds(redis, original)
@@ -118,13 +119,14 @@ def test_a_requeue_interrupted_after_reseeding_is_finished_once(cf) -> None:
     assert redis.zcard(keys.SEEDS) == 0
     requeuer = Requeuer(redis, epoch)
 
-    def crash(**kwargs) -> None:
+    def crash(*args, **kwargs) -> None:
         raise ConnectionError("the leader died after putting the tasks back into seeds")
 
-    requeuer._release = crash
     WorkerRegistry(redis).retire("job-a", now=T0 + 30)
-    with pytest.raises(ConnectionError):
-        requeuer.requeue("job-a")
+    with monkeypatch.context() as patched:  # step 3 of the requeue (the frontier client's release) never runs
+        patched.setattr(FrontierClient, "release_retired", crash)
+        with pytest.raises(ConnectionError):
+            requeuer.requeue("job-a")
     assert 0 < redis.zcard(keys.SEEDS) < 10  # one domain's tasks are back in seeds, still in its outbox too
     # the next leader finds the unfinished requeue and completes it without adding anything twice
     next_epoch = int(redis.incr(keys.MASTER_EPOCH))

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
+from frontier.client import FrontierClient, Outcome
 from frontier.config_watch import StaticSiteConfig
-from frontier.politeness import Outcome, Politeness
+from frontier.politeness import Politeness
 from frontier.robots_cache import MINE_WAIT, PENDING_WAIT, RobotsCache, fetch_http
 from messaging import keys
 from messaging.siteconfig import Rate, SiteConfig
@@ -152,19 +153,20 @@ def test_crawl_delay_lowers_the_rate(svc: Any, site: RobotsServer) -> None:
     site.body = b"User-agent: *\nCrawl-delay: 2\n"
     cache = RobotsCache(redis, fetch_http)
     rates = StaticSiteConfig(Rate(10, 60), {HOST: SiteConfig(rate=10, window=10)})
-    engine = Politeness(redis, "j", "list", "10.0.0.1", rates, robots=cache, horizon=0)  # each take at its slot
-    assert engine.effective_rate(HOST) == Rate(10, 10)  # robots.txt not known yet: the site's rate
+    rules = Politeness(rates, robots=cache, horizon=0)  # each take at its slot
+    engine = FrontierClient(redis, "j", "list", "10.0.0.1", rules)
+    assert rules.effective_rate(HOST) == Rate(10, 10)  # robots.txt not known yet: the site's rate
     tasks = [Task(url=site.url(f"/p{n}"), crawlid="c", spider_type="list") for n in range(10)]
     redis.zadd(keys.queue("j", HOST), {t.encode(): queue_score(100, n) for n, t in enumerate(tasks)})
     outcomes = [engine.take(HOST, now=T0 + n * 0.5).outcome for n in range(7)]
     # one hit per 2 s (Crawl-delay), not 5 hits bunched at the start of the site's 10-s window; the window is checked
     # a slack wider (a fifth of the spacing: frontier.politeness), so the second hit comes 2.4 s after the first
     assert outcomes == [Outcome.TAKEN] + [Outcome.THROTTLED] * 4 + [Outcome.TAKEN] + [Outcome.THROTTLED]
-    assert engine.effective_rate(HOST) == Rate(1, 2)
-    engine.rates = StaticSiteConfig(Rate(10, 60), {HOST: SiteConfig(rate=10, window=1)})
-    assert engine.effective_rate(HOST) == Rate(1, 2)
-    engine.rates = StaticSiteConfig(Rate(10, 60))
-    assert engine.effective_rate(HOST) == Rate(10, 60)  # the default is already slower than the delay
+    assert rules.effective_rate(HOST) == Rate(1, 2)
+    rules.rates = StaticSiteConfig(Rate(10, 60), {HOST: SiteConfig(rate=10, window=1)})
+    assert rules.effective_rate(HOST) == Rate(1, 2)
+    rules.rates = StaticSiteConfig(Rate(10, 60))
+    assert rules.effective_rate(HOST) == Rate(10, 60)  # the default is already slower than the delay
 
 
 def test_a_domain_waits_while_another_process_fetches(svc: Any, site: RobotsServer) -> None:
@@ -172,7 +174,7 @@ def test_a_domain_waits_while_another_process_fetches(svc: Any, site: RobotsServ
     other = RobotsCache(svc.redis(), fetch_http)
     assert other.claim(site.url())  # another process is fetching
     mine = RobotsCache(redis, fetch_http)
-    engine = Politeness(redis, "j", "list", "10.0.0.1", StaticSiteConfig(Rate(10, 60)), robots=mine)
+    engine = FrontierClient(redis, "j", "list", "10.0.0.1", Politeness(StaticSiteConfig(Rate(10, 60)), robots=mine))
     task = Task(url=site.url("/page"), crawlid="c", spider_type="list")
     redis.zadd(keys.queue("j", HOST), {task.encode(): 1})
     result = engine.take(HOST, now=T0)

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from frontier.client import FrontierClient, Outcome
 from frontier.config_watch import StaticSiteConfig
-from frontier.politeness import Outcome, Politeness
+from frontier.politeness import Politeness
 from frontier.robots_cache import RobotsCache
 from messaging import keys
 from messaging.siteconfig import Rate
@@ -33,7 +34,7 @@ def svc(request: pytest.FixtureRequest) -> Any:
 def test_a_batch_stops_where_the_window_is_full(svc: Any) -> None:
     redis = svc.redis()
     tasks = queue(redis, [f"/p{n}" for n in range(10)])
-    engine = Politeness(redis, "j", "list", "10.0.0.1", StaticSiteConfig(Rate(5, 60, burst=8)))
+    engine = FrontierClient(redis, "j", "list", "10.0.0.1", Politeness(StaticSiteConfig(Rate(5, 60, burst=8))))
     results = engine.take_many(DOMAIN, 8, now=T0)
     assert [r.outcome for r in results] == [Outcome.TAKEN] * 5 + [Outcome.THROTTLED]
     assert [r.task.url for r in results[:5]] == [t.url for t in tasks[:5]]  # in queue order
@@ -47,7 +48,8 @@ def test_disallowed_heads_are_dropped_and_the_allowed_ones_taken(svc: Any) -> No
     redis = svc.redis()
     robots = RobotsCache(redis, lambda url: "User-agent: *\nDisallow: /private/\n")
     queue(redis, ["/a", "/private/1", "/b", "/private/2", "/c"])
-    engine = Politeness(redis, "j", "list", "10.0.0.1", StaticSiteConfig(Rate(100, 60, burst=8)), robots=robots)
+    rules = Politeness(StaticSiteConfig(Rate(100, 60, burst=8)), robots=robots)
+    engine = FrontierClient(redis, "j", "list", "10.0.0.1", rules)
     results = engine.take_many(DOMAIN, 8, now=T0)
     assert [r.task.url.rsplit("/", 1)[1] for r in results] == ["a", "b", "c"]
     assert sorted(t.url for t in results[0].removed) == [f"http://{DOMAIN}/private/1", f"http://{DOMAIN}/private/2"]

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
+from frontier.client import FrontierClient, add_to_index
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Politeness
-from frontier.ready import add_to_index
 from frontier.registry import WorkerInfo, WorkerRegistry
 from master.dispatcher import DispatchConfig, Dispatcher
 from master.finisher import Finisher
@@ -40,16 +40,16 @@ def start_crawl(redis: Any, url: str, **limits: int) -> Task:
 
 def worker_parts(cf: Any, job: str) -> tuple[Politeness, Committer, CrawlCatalog]:
     redis = cf.redis()
-    politeness = Politeness(redis, job, "list", "10.0.0.1", StaticSiteConfig(Rate(10_000, 60)))
+    frontier = FrontierClient(redis, job, "list", "10.0.0.1", Politeness(StaticSiteConfig(Rate(10_000, 60))))
     catalog = CrawlCatalog(redis, refresh_seconds=0.2)
-    return politeness, Committer(redis, politeness, BloomDupeFilter(redis, cf.settings), catalog), catalog
+    return frontier, Committer(redis, frontier, BloomDupeFilter(redis, cf.settings), catalog), catalog
 
 
 def test_dispatch_take_complete_and_finish_through_the_worker_code(cf: Any) -> None:
     redis = cf.redis()
     start_crawl(redis, "http://site.test/")
-    politeness, committer, catalog = worker_parts(cf, "feed-job")
-    feed = TaskFeed(WorkerInfo("feed-job", "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis),
+    frontier, committer, catalog = worker_parts(cf, "feed-job")
+    feed = TaskFeed(WorkerInfo("feed-job", "list", "10.0.0.1", "host", 1), frontier, WorkerRegistry(redis),
                     catalog, committer, FeedConfig(prefetch=8, commit_interval=0.05, idle_backoff_max=0.1))
     feed.register()
     dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(initial_rate=600))
@@ -86,20 +86,20 @@ def test_dispatch_take_complete_and_finish_through_the_worker_code(cf: Any) -> N
     assert redis.zscore(keys.RETIRED_WORKERS, "feed-job") is not None  # left the registry on stop
 
 
-def lease_one(politeness: Politeness, task: Task) -> Any:
-    politeness.redis.sadd(keys.job_domains(politeness.job), task.domain)
-    politeness.redis.zadd(keys.queue(politeness.job, task.domain), {task.encode(): 0})
-    politeness.redis.hincrby(keys.pending_domain(task.domain), task.crawlid, 1)
-    return politeness.take(task.domain).lease
+def lease_one(frontier: FrontierClient, task: Task) -> Any:
+    frontier.redis.sadd(keys.job_domains(frontier.job), task.domain)
+    frontier.redis.zadd(keys.queue(frontier.job, task.domain), {task.encode(): 0})
+    frontier.redis.hincrby(keys.pending_domain(task.domain), task.crawlid, 1)
+    return frontier.take(task.domain).lease
 
 
 def test_a_task_redelivered_after_a_crash_mid_commit_pushes_its_children_again(cf: Any) -> None:
     redis = cf.redis()
     start = start_crawl(redis, "http://site.test/")
     redis.zrem(keys.SEEDS, start.encode())
-    politeness, committer, catalog = worker_parts(cf, "job-a")
+    frontier, committer, catalog = worker_parts(cf, "job-a")
     catalog.load([CRAWL])
-    lease = lease_one(politeness, start)
+    lease = lease_one(frontier, start)
     finished = Finished(lease, [start.child(f"http://site.test/c{n}") for n in range(5)])
     # job-a crashes after marking the children in the Bloom filter, before pushing them to seeds
     digests = {id(finished): _digest(lease.member)}
@@ -107,14 +107,14 @@ def test_a_task_redelivered_after_a_crash_mid_commit_pushes_its_children_again(c
     committer._new_children([finished], set(), CommitResult())
     assert redis.zcard(keys.SEEDS) == 0
     # its lease expires and the task is processed again by job-b
-    politeness_b, committer_b, catalog_b = worker_parts(cf, "job-b")
+    frontier_b, committer_b, catalog_b = worker_parts(cf, "job-b")
     catalog_b.load([CRAWL])
-    lease_b = lease_one(politeness_b, start)
+    lease_b = lease_one(frontier_b, start)
     result = committer_b.commit([Finished(lease_b, list(finished.children))], RedisClock(redis).now())
     assert result.repushed == 5 and result.pushed == 5 and redis.zcard(keys.SEEDS) == 5
     assert redis.zcard(keys.CHILDREN_JOURNAL) == 0
     # a normal second look at the same links finds them all seen
-    lease_c = lease_one(politeness_b, start.child("http://site.test/other"))
+    lease_c = lease_one(frontier_b, start.child("http://site.test/other"))
     again = committer_b.commit([Finished(lease_c, list(finished.children))], RedisClock(redis).now())
     assert again.duplicates == 5 and again.pushed == 0
 
@@ -123,9 +123,9 @@ def test_max_pages_and_domain_max_pages_admit_only_what_fits(cf: Any) -> None:
     redis = cf.redis()
     start = start_crawl(redis, "http://site.test/", max_pages=6, domain_max_pages=4)
     redis.zrem(keys.SEEDS, start.encode())
-    politeness, committer, catalog = worker_parts(cf, "job-l")
+    frontier, committer, catalog = worker_parts(cf, "job-l")
     catalog.load([CRAWL])
-    lease = lease_one(politeness, start)
+    lease = lease_one(frontier, start)
     children = [start.child(f"http://site.test/s{n}") for n in range(5)]
     children += [start.child(f"http://other.test/o{n}") for n in range(5)]
     result = committer.commit([Finished(lease, children)], RedisClock(redis).now())
@@ -141,13 +141,13 @@ def test_popped_tasks_whose_request_has_not_gone_out_count_against_the_prefetch(
     redis = cf.redis()
     start = start_crawl(redis, "http://site.test/")
     redis.zrem(keys.SEEDS, start.encode())
-    politeness, committer, catalog = worker_parts(cf, "job-p")
+    frontier, committer, catalog = worker_parts(cf, "job-p")
     tasks = [start.child(f"http://site.test/p{n}") for n in range(10)]
     redis.sadd(keys.job_domains("job-p"), start.domain)
     redis.zadd(keys.queue("job-p", start.domain), {task.encode(): n for n, task in enumerate(tasks)})
     redis.hincrby(keys.pending_domain(start.domain), CRAWL, len(tasks))
     add_to_index(redis, "job-p", "list", {start.domain: len(tasks)})  # landed: the domain is in the ready index
-    feed = TaskFeed(WorkerInfo("job-p", "list", "10.0.0.1", "host", 1), politeness, WorkerRegistry(redis),
+    feed = TaskFeed(WorkerInfo("job-p", "list", "10.0.0.1", "host", 1), frontier, WorkerRegistry(redis),
                     catalog, committer, FeedConfig(prefetch=4))  # not started: this test turns the feed's crank
     assert feed._fill() and len(feed.ready) == 4
     popped = [feed.pop() for _ in range(4)]  # waiting in the scheduler for their slots

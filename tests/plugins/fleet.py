@@ -18,7 +18,7 @@ import pytest
 from deploy.demoweb import fetch
 from deploy.demoweb.router import STATS_PATH
 from deploy.procs import wait_for
-from frontier.registry import queue_depths
+from frontier.client import FrontierReader
 from messaging import clients, keys
 from messaging.answers import partitions_of
 from messaging.siteconfig import Rate, SitePaths, write_defaults
@@ -105,7 +105,7 @@ class Fleet:
         """What the fleet looks like now: seeds, every job's queues and leases, and the logs' last lines."""
         lines = [f"seeds: {self.redis.zcard(keys.SEEDS)}, workers: {self.redis.zrange(keys.WORKERS, 0, -1)}, "
                  f"retired: {self.redis.zrange(keys.RETIRED_WORKERS, 0, -1)}"]
-        depths = queue_depths(self.redis, list(self.workers))
+        depths = FrontierReader(self.redis).queue_depths(list(self.workers))
         for job in self.workers:
             activity = self.redis.hgetall(keys.worker_activity(job))
             lines.append(f"{job}: {depths[job][0]} queued, {depths[job][1]} leased, activity {activity}")

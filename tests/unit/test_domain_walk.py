@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
+from frontier.client import Lease, Outcome, TakeResult
 from frontier.domain_walk import DomainWalk
-from frontier.politeness import Lease, Outcome, TakeResult
 from messaging.clock import ManualClock
 from messaging.tasks import Task
 

@@ -19,11 +19,12 @@ def test_a_domain_taken_from_after_its_check_is_checked_again_a_lease_later() ->
             asked.append(list(domains))
             return [[] for _ in domains]
 
-    class Index:
-        def requeued(self, counts: dict[str, int]) -> None:
-            assert not counts
+        class ready:  # the client's ready index, as an attribute
+            @staticmethod
+            def requeued(counts: dict[str, int]) -> None:
+                assert not counts
 
-    keeper = LeaseKeeper(Engine(), Index(), 6.0)  # type: ignore[arg-type]
+    keeper = LeaseKeeper(Engine(), 6.0)  # type: ignore[arg-type]
     keeper.attempted(["a", "b"], 0.0)
     keeper.attempted(["b"], 6.5)  # b taken from again: its new lease may expire from 12.5 on
     keeper.requeue_expired(7.0)

@@ -10,9 +10,9 @@ from itertools import pairwise
 
 import pytest
 
+from frontier.client import Outcome, TakeResult
+from frontier.client.ready import RECONCILE_MIN_SLICE, Due, ReadyIndex
 from frontier.domain_walk import ReadyWalk
-from frontier.politeness import Outcome, TakeResult
-from frontier.ready import RECONCILE_MIN_SLICE, Due, ReadyIndex
 from messaging.clock import ManualClock
 from tests.unit.test_domain_walk import SimulatedSites
 

@@ -165,7 +165,7 @@ class _RequestMaker:
 def test_a_noindex_page_is_counted_with_its_reason(meta: str, reason: str) -> None:
     """The spider marks the response whose items noindex left out; the task tracker finishes that task with the
     reason ``noindex`` (the crawl's exact counts count it so: messaging.counts)."""
-    from frontier.politeness import Lease
+    from frontier.client import Lease
     from spiders.robots_meta import NOINDEX_META
     from spiders.worker.tracker import TaskTracker
 

@@ -13,9 +13,8 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
-from frontier.politeness import Lease
+from frontier.client import Lease, SendSlot
 from messaging.tasks import Task
-from spiders.worker.feed import SendSlot
 from spiders.worker.scheduler import REASK_SECONDS, FleetScheduler
 
 pytestmark = pytest.mark.unit

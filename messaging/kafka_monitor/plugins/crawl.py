@@ -13,13 +13,13 @@ import json
 from typing import Any
 
 from messaging import keys
-from messaging.kafka_monitor.batch import KAFKA_MONITOR_LUA, Batch, Incoming, pipeline_eval
+from messaging.kafka_monitor.batch import KAFKA_MONITOR_LUA, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
-from messaging.scripts import lua_source
+from messaging.scripts import lua_script
 from messaging.tasks import DEFAULT_PRIORITY, CrawlFields, CrawlState, Task
 from messaging.validation import CRAWL, Rejected
 
-_UPSERT = lua_source(KAFKA_MONITOR_LUA / "crawl_upsert.lua")  # refuses a stopped crawl, else stores the request
+UPSERT = lua_script(KAFKA_MONITOR_LUA / "crawl_upsert.lua")  # refuses a stopped crawl, else stores the request
 
 _OPTIONAL = (CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES, CrawlFields.UNTIL)
 
@@ -55,9 +55,9 @@ class CrawlPlugin(Plugin):
             return
         pipe = batch.redis.pipeline(transaction=False)
         for crawlid, data in latest.items():
-            pipeline_eval(pipe, _UPSERT, [keys.crawl(crawlid)],
-                          [CrawlFields.STATE, CrawlState.STOPPED, CrawlState.RUNNING, CrawlFields.CREATED,
-                           CrawlFields.URL, first_url[crawlid], *crawl_fields(data)])
+            UPSERT.queue_eval(pipe, [keys.crawl(crawlid)],
+                              [CrawlFields.STATE, CrawlState.STOPPED, CrawlState.RUNNING, CrawlFields.CREATED,
+                               CrawlFields.URL, first_url[crawlid], *crawl_fields(data)])
             pipe.sadd(keys.CRAWLS, crawlid)
         results = pipe.execute()[::2]
         batch.scratch["stopped"] = {crawlid for crawlid, ok in zip(latest, results, strict=True) if not int(ok)}

@@ -44,13 +44,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from frontier.lua import LUA
+from frontier.client import lua
+from frontier.client.types import US
 from messaging import keys
 from messaging.clients import as_text
-from messaging.clock import LUA_NOW_MICROSECONDS
-from messaging.scripts import is_cluster, lua_source
+from messaging.scripts import is_cluster
 
-US = 1_000_000
 RECONCILE_MIN_SLICE = 100  # domains looked at per reconcile tick, at least
 
 
@@ -61,10 +60,6 @@ class Due:
     now: float  # seconds, Redis clock
     domains: list[str]
     next_due: float | None  # seconds, Redis clock; None: the index is empty
-
-
-def _script(redis: Any, name: str) -> Any:
-    return redis.register_script(LUA_NOW_MICROSECONDS + lua_source(LUA / f"{name}.lua"))
 
 
 def _us(seconds: float) -> str:
@@ -79,8 +74,8 @@ class ReadyIndex:
         self.job = job
         self.spider_type = spider_type
         self.batch = batch
-        self._walk = _script(redis, "ready_walk")
-        self._add = _script(redis, "ready_add")
+        self._walk = lua.READY_WALK.on(redis)
+        self._add = lua.READY_ADD.on(redis)
         self._cursor = 0  # the reconcile's SSCAN cursor over <job>:domains
         self.reconciled = 0  # domains the reconcile put back (an index update had been lost)
 
@@ -147,23 +142,36 @@ class ReadyIndex:
             self.reconciled += len(missing)
         return len(missing)
 
+    # --- the gauge, and a retired job -----------------------------------------------------------------------------
+    def count(self) -> int:
+        """The job's queued (not leased) tasks, as the gauge ``<job>:{<job>}:readytasks`` holds them."""
+        return int(self.redis.get(keys.ready_tasks(self.job)) or 0)
+
+    def forget(self, spider_type: str) -> None:
+        """A retired job's index and gauge go (its queues are empty); what its gauge held leaves ``spider_type``'s
+        (the job's, as its tasks name it; "" when unknown)."""
+        left = self.redis.getdel(keys.ready_tasks(self.job))
+        self.redis.delete(keys.ready(self.job))
+        if left is not None and int(left) > 0 and spider_type:
+            self.redis.decrby(keys.ready_tasks_type(spider_type), int(left))
+
 
 def add_to_index(redis: Any, job: str, spider_type: str, counts: Mapping[str, int],
                  pipe: Any = None) -> None:
     """Tasks landed in ``job``'s queues of these domains (domain -> tasks added): the domains enter its ready index
     (due now unless already there) and the gauges go up. Call only after the queue writes returned (the invariant
-    of :mod:`frontier.ready`). With ``pipe`` (a non-transactional pipeline) the calls are only queued on it."""
+    of :mod:`frontier.client.ready`). With ``pipe`` (a non-transactional pipeline) the calls are only queued on it."""
     domains = [domain for domain, n in counts.items() if n > 0]
     if not domains:
         return
     tasks = sum(counts[domain] for domain in domains)
     if is_cluster(redis):  # the index and the spider type's gauge live in two slots: two calls
-        _script(redis, "ready_add")(keys=[keys.ready(job), keys.ready_tasks(job)], args=["", tasks, *domains])
+        lua.READY_ADD.on(redis)(keys=[keys.ready(job), keys.ready_tasks(job)], args=["", tasks, *domains])
         redis.incrby(keys.ready_tasks_type(spider_type), tasks)
         return
     target = pipe if pipe is not None else redis.pipeline(transaction=False)
-    _script(redis, "ready_add")(keys=[keys.ready(job), keys.ready_tasks(job)], args=["", tasks, *domains],
-                                client=target)
+    lua.READY_ADD.on(redis)(keys=[keys.ready(job), keys.ready_tasks(job)], args=["", tasks, *domains],
+                            client=target)
     target.incrby(keys.ready_tasks_type(spider_type), tasks)
     if pipe is None:
         target.execute()

@@ -1,4 +1,5 @@
--- Requeue of a retired job, step 1 (master.requeue): the domain's queue and leases move into the outbox.
+-- Requeue of a retired job, step 1 (master.requeue, through frontier.client): the domain's queue and leases move
+-- into the outbox.
 -- KEYS: queue, inflight, lease scores, outbox. Reply: the outbox's tasks.
 for _, key in ipairs({KEYS[1], KEYS[2]}) do
   local tasks = redis.call('ZRANGE', key, 0, -1)
