@@ -44,8 +44,8 @@ class ScrapyRedisSpider(RedisMixin, PlainUniversalSpider):
     def make_request_from_data(self, data: bytes) -> Request:
         entry = json.loads(data)
         crawlid, url = entry["crawlid"], entry["url"]
-        if crawlid not in self.fleet_catalog.crawls:
-            self.fleet_catalog.crawls.update(StaticCatalog({crawlid: url}).crawls)
+        if crawlid not in self.catalog.crawls:
+            self.catalog.crawls.update(StaticCatalog({crawlid: url}).crawls)
         return task_request(Task(url=url, crawlid=crawlid, spider_type=SPIDER_TYPE, userid="bench"))
 
     async def start(self) -> AsyncIterator[Any]:

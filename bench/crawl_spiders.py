@@ -41,7 +41,7 @@ LOCAL_OUTPUT = {"spiders.worker.output.TaskOutputMiddleware": None,
 
 
 class StaticCatalog:
-    """The ``fleet_catalog`` a fleet spider reads crawls from, here from the spider's argument."""
+    """The crawls a fleet spider asks for (``crawl_for``), here from the spider's argument, not a worker's catalog."""
 
     def __init__(self, crawls: dict[str, str], rule: dict[str, Any] | None = None) -> None:
         rule = DEMO_UNIVERSAL_RULE if rule is None else rule
@@ -86,15 +86,18 @@ class PlainUniversalSpider(UniversalSpider):
 
     def __init__(self, crawls: str = "{}", rule: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.fleet_catalog = StaticCatalog(json.loads(crawls), json.loads(rule) if rule else None)
+        self.catalog = StaticCatalog(json.loads(crawls), json.loads(rule) if rule else None)
 
     @property
     def spider_type(self) -> str:
         return SPIDER_TYPE
 
+    def crawl_for(self, task: Task) -> CrawlInfo | None:
+        return self.catalog.get(task.crawlid)
+
     def start_tasks(self) -> list[Task]:
         return [Task(url=info.url, crawlid=crawlid, spider_type=SPIDER_TYPE, userid="bench")
-                for crawlid, info in self.fleet_catalog.crawls.items()]
+                for crawlid, info in self.catalog.crawls.items()]
 
     async def start(self) -> AsyncIterator[Any]:
         for task in self.start_tasks():

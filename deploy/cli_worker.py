@@ -41,7 +41,7 @@ def worker(spider_type: str, job: str | None, overrides: tuple[str, ...]) -> Non
     """Crawl tasks of one spider type from this job's queues until SIGTERM (which hands its tasks back)."""
     from scrapy.crawler import CrawlerProcess
 
-    from spiders.worker.feed import default_job_id
+    from spiders.worker.build import default_job_id
 
     settings = project_settings(overrides)
     for name, value in registered_type(spider_type).settings.items():  # the type's defaults, below -s

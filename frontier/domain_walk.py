@@ -37,15 +37,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from frontier.client import Outcome, ReadyIndex, TakeResult
-from messaging.clock import Clock
+from messaging.clock import Clock, MonotonicClock  # waits are durations: they need no shared time
 from messaging.tasks import Task
-
-
-class MonotonicClock:
-    """This process's monotonic clock: waits are durations, so they need no shared time."""
-
-    def now(self) -> float:
-        return time.monotonic()
 
 
 class _Walk:

@@ -33,6 +33,14 @@ class SystemClock:
         return time.time()
 
 
+class MonotonicClock:
+    """This process's monotonic clock: for durations and deadlines that never leave the process (a worker's send
+    slots, waits, blocks it holds requests by)."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
 class RedisClock:
     """The Redis server's clock (``TIME``), shared by every host of the cluster."""
 

@@ -19,6 +19,14 @@ Redis round trip for the batch. Counted in the crawler's stats (``dupefilter/new
 :class:`spiders.middlewares.redirect_dedup.RedirectDedupMiddleware` through :meth:`mark_urls`.
 
 Calls to Redis are synchronous, as in scrapy-redis: one short round trip per batch.
+
+**In the fleet's worker** the dupefilter is the one ``DUPEFILTER_CLASS`` names, loaded as Scrapy's own scheduler
+loads it (``spiders.worker.build``; the fleet's add-on sets this class). Its commits mark a whole batch of children
+per crawl at once in a filter the whole cluster shares, so the class must offer that batch interface
+(:class:`BatchDupeFilter`: ``namespace(meta)``, ``bloom(namespace).add_fingerprints(fingerprints)``), as this one
+and its subclasses do. A class without it — Scrapy's ``RFPDupeFilter``, which remembers only what one process saw —
+stops the worker at start with the reason (:func:`require_batch_interface`): adapting it would dedup each worker's
+links by themselves and crawl every page once per worker that finds it.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from scrapy import Request
 from scrapy.dupefilters import BaseDupeFilter
@@ -45,6 +53,37 @@ OPEN_FILTERS = 256  # per-crawl filters kept open in one process (reopening one 
 IGNORED_FINGERPRINTER = (
     "REQUEST_FINGERPRINTER_CLASS is set (%s) but the cluster's dupefilter ignores it: every worker identifies a "
     "request by frontier.bloom.fingerprint.request_fingerprint (its canonical URL), so that all agree on what was seen")
+
+
+class FingerprintSet(Protocol):
+    def add_fingerprints(self, fingerprints: Sequence[bytes]) -> list[bool]:
+        """Mark the fingerprints; for each, whether it was new."""
+        ...
+
+
+@runtime_checkable
+class BatchDupeFilter(Protocol):
+    """What the fleet's worker asks of its dupefilter: a cluster-wide set per scope, marked in batches."""
+
+    def namespace(self, meta: Mapping[str, Any]) -> str:
+        """The scope of a request or task by its meta (``crawlid``)."""
+        ...
+
+    def bloom(self, namespace: str) -> FingerprintSet:
+        """The shared set of a scope."""
+        ...
+
+
+def require_batch_interface(dupefilter: Any, path: str) -> BatchDupeFilter:
+    """``dupefilter`` if it offers :class:`BatchDupeFilter`, else ``TypeError`` with what the worker needs."""
+    if isinstance(dupefilter, BatchDupeFilter):
+        return dupefilter
+    raise TypeError(
+        f"DUPEFILTER_CLASS {path!r} cannot serve the fleet's worker: its commits mark each batch of links per crawl "
+        "in a set the whole cluster shares (namespace(meta), bloom(namespace).add_fingerprints(fingerprints)), which "
+        f"{type(dupefilter).__name__} does not offer. Keep spiders.dupefilter.BloomDupeFilter (the fleet add-on's "
+        "default) or a subclass of it, or run the spider without the fleet (-s ADDONS={}) to use Scrapy's own "
+        "scheduler and dupefilter.")
 
 
 class BloomDupeFilter(BaseDupeFilter):

@@ -60,7 +60,7 @@ class WorkerHealth:
         feed = feed_of(self.crawler)
         if feed is None or not feed.heartbeat.running:  # not started yet, or stopped
             return None
-        return feed.clock() - feed.last_pass
+        return feed.clock.now() - feed.last_pass
 
     def _heartbeat_age(self) -> float | None:
         feed = feed_of(self.crawler)

@@ -231,8 +231,7 @@ class WorkerMetrics:
 
 
 def feed_of(crawler: Any) -> Any:
-    """The running worker's feed (:class:`spiders.worker.feed.TaskFeed`), or None before its scheduler opened."""
-    engine = getattr(crawler, "engine", None)
-    slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
-    scheduler = getattr(slot, "scheduler", None)
-    return getattr(scheduler, "feed", None)
+    """The running worker's feed (:class:`spiders.worker.feed.TaskFeed`, ``FleetScheduler.worker``, through Scrapy's
+    ``engine.scheduler``), or None before its scheduler opened."""
+    scheduler = getattr(getattr(crawler, "engine", None), "scheduler", None)
+    return getattr(getattr(scheduler, "worker", None), "feed", None)

@@ -47,7 +47,7 @@ class FrontierClient:
         self.leases = Leases(redis, job, lease_seconds, self.tally)
         self.ready = ReadyIndex(redis, job, spider_type)  # the job's domains by when each may next be fetched
         self.robots = RobotsRecords(redis)  # robots.txt of every host: claim, store, outage (frontier.robots_cache)
-        self._taker = Taker(redis, job, spider_type, ip, politeness, lease_seconds) if politeness else None
+        self._taker = Taker(redis, job, spider_type, ip, politeness, lease_seconds) if politeness is not None else None
 
     @property
     def lease_seconds(self) -> float:

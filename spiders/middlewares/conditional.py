@@ -105,8 +105,8 @@ class ConditionalMiddleware:
         return response
 
     def _policy(self, task: Any) -> RevisitPolicy | None:
-        catalog = getattr(self.crawler.spider, "fleet_catalog", None)
-        crawl = catalog.get(task.crawlid) if catalog is not None else None
+        crawl_for = getattr(self.crawler.spider, "crawl_for", None)  # a fleet spider's (spiders.spiders.base)
+        crawl = crawl_for(task) if crawl_for is not None else None
         return RevisitPolicy.from_rule(crawl.rule) if crawl is not None else None
 
     def _count(self, outcome: str) -> None:

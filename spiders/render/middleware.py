@@ -81,11 +81,11 @@ class RenderMiddleware:
 
     def _mode(self, request: Request) -> str:
         task = request.meta.get("task")
-        catalog = getattr(self._spider(), "fleet_catalog", None)
-        if task is None or catalog is None:
+        crawl_for = getattr(self._spider(), "crawl_for", None)  # a fleet spider's (spiders.spiders.base)
+        if task is None or crawl_for is None:
             return NEVER
         try:
-            return self._spider().render_mode(task, catalog.get(task.crawlid))
+            return self._spider().render_mode(task, crawl_for(task))
         except ValueError as exc:
             logger.error("crawl %s: %s; its pages are fetched statically", task.crawlid, exc)
             return NEVER
@@ -139,10 +139,10 @@ class RenderMiddleware:
         """The rule's result on the page, as the spider will compute it (None: no rule to judge by)."""
         spider = self._spider()
         task = request.meta.get("task")
-        catalog = getattr(spider, "fleet_catalog", None)
-        if task is None or catalog is None:
+        crawl_for = getattr(spider, "crawl_for", None)
+        if task is None or crawl_for is None:
             return None
-        rule = spider.rule_for(catalog.get(task.crawlid))
+        rule = spider.rule_for(crawl_for(task))
         if rule is None:
             return None
         if response.request is None:  # tied to its request only later by the engine; the rule may read meta

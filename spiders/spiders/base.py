@@ -3,7 +3,8 @@
 A fleet spider never starts from ``start()`` (Scrapy 2.19 calls only that; it yields nothing here): its work is the
 tasks the scheduler leases from this job's queues (:mod:`spiders.worker.scheduler`). For each task the scheduler asks
 :meth:`FleetSpider.request_for`; the response comes back to :meth:`FleetSpider.parse_task`, which applies the crawl's
-rule (read once per crawl from ``crawl:<crawlid>``, built once per crawl here) and yields
+rule (read once per crawl from ``crawl:<crawlid>`` by the worker, asked of it with :meth:`FleetSpider.crawl_for`;
+built once per crawl here) and yields
 
 - items: the rule's fields plus what every item carries (``url``, ``crawlid``, ``spider_type``, ``job`` — the
   worker's job id, set by the scheduler —, ``fetched_at``, ``status``, ``encoding``, ``etag``, ``last_modified``,
@@ -65,6 +66,23 @@ class FleetSpider(scrapy.Spider):
         return
         yield  # an async generator that yields nothing
 
+    def crawl_for(self, task: Task) -> CrawlInfo | None:
+        """The crawl ``task`` belongs to (its rule, limits and state), as the worker read it: asked of the crawler's
+        scheduler (``FleetScheduler.crawl_for``); ``None`` when the crawl is unknown, or outside a fleet worker. A
+        spider run otherwise (one process, no Redis) overrides this."""
+        crawl_for = getattr(self._scheduler(), "crawl_for", None)
+        return crawl_for(task.crawlid) if crawl_for is not None else None
+
+    @property
+    def fleet_job(self) -> str | None:
+        """The job id of the worker that runs this spider (every item carries it: the manager's items of a job), as
+        its scheduler knows it (``FleetScheduler.job``); ``None`` outside a fleet worker."""
+        return getattr(self._scheduler(), "job", None)
+
+    def _scheduler(self) -> Any:
+        """The crawler's scheduler (Scrapy's ``crawler.engine.scheduler``), if the spider runs in a crawler."""
+        return getattr(getattr(getattr(self, "crawler", None), "engine", None), "scheduler", None)
+
     # --- task -> request ------------------------------------------------------------------------------------------
     def request_for(self, task: Task, crawl: CrawlInfo | None) -> Request | None:
         rule = self.rule_for(crawl)
@@ -110,8 +128,7 @@ class FleetSpider(scrapy.Spider):
         task: Task = response.meta["task"]
         if unchanged(response):  # a revisit found the page as it was (304 or the same main text): nothing new
             return
-        catalog = getattr(self, "fleet_catalog", None)
-        crawl = catalog.get(task.crawlid) if catalog is not None else None
+        crawl = self.crawl_for(task)
         rule = self.rule_for(crawl)
         if rule is None:
             return
@@ -170,7 +187,7 @@ class FleetSpider(scrapy.Spider):
             "url": response.url,
             "crawlid": task.crawlid,
             "spider_type": task.spider_type,
-            "job": getattr(self, "fleet_job", None),
+            "job": self.fleet_job,
             "fetched_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "status": response.status,
             "encoding": response.meta.get("page_encoding") or getattr(response, "encoding", None),

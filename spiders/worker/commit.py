@@ -54,6 +54,7 @@ from messaging import keys
 from messaging.domains import InvalidDomain, domain_of
 from messaging.scripts import lua_script, run_scripts
 from messaging.tasks import CrawlFields, Task, push_seeds
+from spiders.dupefilter import BatchDupeFilter
 from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.importance import Link, push_by_importance, wants_importance
@@ -88,10 +89,11 @@ class CommitResult:
 
 
 class Committer:
-    def __init__(self, redis: Any, frontier: FrontierClient, dupefilter: Any, catalog: CrawlCatalog) -> None:
+    def __init__(self, redis: Any, frontier: FrontierClient, dupefilter: BatchDupeFilter,
+                 catalog: CrawlCatalog) -> None:
         self.redis = redis
         self.frontier = frontier
-        self.dupefilter = dupefilter  # spiders.dupefilter.BloomDupeFilter: its per-crawl filters
+        self.dupefilter = dupefilter  # DUPEFILTER_CLASS (spiders.dupefilter.BloomDupeFilter): per-crawl shared sets
         self.catalog = catalog
         self.job = frontier.job
         self._admit = ADMIT.on(redis)
@@ -131,7 +133,7 @@ class Committer:
         return crawl is not None and wants_importance(crawl.rule)
 
     def mark_seen(self, tasks: Sequence[Task]) -> None:
-        """Mark tasks' URLs in their crawls' Bloom filters (start URLs, which no worker pushed)."""
+        """Mark tasks' URLs in their crawls' dupefilter sets (start URLs, which no worker pushed)."""
         by_namespace: dict[str, list[bytes]] = defaultdict(list)
         for task in tasks:
             by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(url_fingerprint(task.url))
@@ -155,6 +157,8 @@ class Committer:
 
     def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult,
                       digests: dict[int, str] | None = None) -> list[Task]:
+        """**Where dedup is asked of a page's links**: one batch per crawl's set, the pages' own URLs first; a child
+        goes on when it is new (or its parent is re-delivered, or this process owes it: the module docstring)."""
         digests = digests or {}
         by_namespace: dict[str, list[tuple[bytes, Task | None, bool, str]]] = defaultdict(list)
         for finished in batch:

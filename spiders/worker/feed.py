@@ -6,19 +6,19 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   **heartbeat** (:class:`~spiders.worker.heartbeat.Heartbeat`: every CRAWLFLEET_HEARTBEAT_INTERVAL seconds, busy while
   it holds tasks) on a thread and a Redis connection of its own, so that a long walk or commit never delays it; each
   beat carries the seconds since this thread's last pass, so the registry shows a slow worker as slow, not gone;
-- **takes** tasks (the steps: :class:`~spiders.worker.feed_take.TakeSteps`) with the fair walk over the job's
-  ready index (:class:`frontier.domain_walk.ReadyWalk`: only due, non-empty domains are asked) over the politeness step
-  (:meth:`frontier.client.FrontierClient.take`: throttles, block, robots.txt, pop and lease in one atomic call), keeping
-  up to CRAWLFLEET_PREFETCH leased tasks not yet sent (ready for the downloader, or handed to the scheduler and
+- **takes** tasks (:class:`~spiders.worker.take.FeedTake`) with the fair walk over the job's ready index
+  (:class:`frontier.domain_walk.ReadyWalk`: only due, non-empty domains are asked) over the politeness step
+  (:meth:`frontier.client.FrontierClient.take`: throttles, block, robots.txt, pop and lease in one atomic call),
+  keeping up to CRAWLFLEET_PREFETCH leased tasks not yet sent (ready for the downloader, or handed to the scheduler and
   waiting there for their slot: :meth:`TaskFeed.sent` frees their room); when nothing can be taken it waits as long
   as the walk says (the earliest moment a domain may open, with a back-off that grows to CRAWLFLEET_IDLE_BACKOFF_MAX
   while the queues stay empty), or until the scheduler wakes it;
 - **reads** each crawl's rule and state once (:class:`~spiders.worker.crawls.CrawlCatalog`) before a task of the crawl
   is handed out, and re-reads known crawls so that a stop is noticed; tasks of a stopped crawl complete unfetched;
 - **paces**: each lease carries the slot its hit was recorded at; the feed turns it into this process's clock
-  (:attr:`TaskFeed.send_at`) for the scheduler, which sends the request no earlier than the slot and no later than its
-  slack after it; a request without a fresh slot (a follow-up, or one that missed its slot) gets one from
-  :meth:`TaskFeed.reserve` (one ``FrontierClient.reserve_many`` a batch), answered through ``on_reserved``;
+  (:class:`~spiders.worker.take.Leased`) for the scheduler, which sends the request no earlier than the slot and no
+  later than its slack after it; a request without a fresh slot (a follow-up, or one that missed its slot) gets one
+  from :meth:`TaskFeed.reserve` (one ``FrontierClient.reserve_many`` a batch), answered to the listener;
 - **renews** the leases of tasks still being processed (items waiting for MongoDB, slow downloads) after a third of
   the lease time, and puts leases of this job that expired anyway (a task the process lost track of) back into
   their queue (:class:`~spiders.worker.leases.LeaseKeeper`);
@@ -26,52 +26,46 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
 - **stops** on request (SIGTERM, a full shutdown) after committing what is finished, then leaves the registry, so
   the master puts every task it still holds (prefetched, leased) back into ``seeds`` at once.
 
-Hand-offs with the reactor are thread-safe queues; ``on_ready`` is called on this thread when tasks become ready
-(the scheduler turns it into a ``callFromThread`` nudge of the engine).
+Hand-offs with the reactor are thread-safe queues; the :class:`FeedListener` (the scheduler) hears on this thread
+when tasks become ready, when a slot was reserved and when the job was retired (it turns each into a
+``callFromThread``). Time is one injected clock (:class:`messaging.clock.Clock`, monotonic by default), the one the
+scheduler sends by.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import socket
 import threading
 import time
-import uuid
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 from frontier.adaptive import AdaptiveDelay, Sample
-from frontier.client import FrontierClient, Lease, SendSlot
-from frontier.domain_walk import ReadyWalk
+from frontier.client import FrontierClient, SendSlot
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
+from messaging.clock import Clock, MonotonicClock
 from messaging.counts import ROBOTS
 from messaging.domains import domain_of
 from messaging.outage import OutageLog
-from messaging.settings import default
+from messaging.settings import Settings, default
 from messaging.tasks import Task
 from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
-from spiders.worker.feed_take import TAKE_GROUP, TakeSteps
 from spiders.worker.heartbeat import Heartbeat
 from spiders.worker.leases import LeaseKeeper
+from spiders.worker.take import FeedTake, Leased
 
 logger = logging.getLogger(__name__)
 MIN_IDLE_BACKOFF = 0.05
 COMMIT_BATCH = 500
 
 
-def default_job_id(spider_type: str) -> str:
-    """A job id never used before (a retired id stays fenced): host, spider type, pid and a random tail."""
-    return f"{socket.gethostname()}-{spider_type}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
 @dataclass
 class FeedConfig:
-    """The feed's tunables; the defaults are the settings registry's (messaging.settings)."""
+    """The feed's tunables: each field is the setting of its name (``prefetch``: CRAWLFLEET_PREFETCH), and its default
+    the settings registry's (messaging.settings)."""
 
     prefetch: int = default("CRAWLFLEET_PREFETCH")
     commit_interval: float = default("CRAWLFLEET_COMMIT_INTERVAL")
@@ -81,15 +75,40 @@ class FeedConfig:
     crawl_refresh: float = default("CRAWLFLEET_CRAWL_REFRESH")
     ready_reconcile: float = default("CRAWLFLEET_READY_RECONCILE")  # a full pass of the ready index's repair
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FeedConfig:
+        return cls(**{field.name: getattr(settings, field.name) for field in fields(cls)})
 
-class TaskFeed(TakeSteps):
+
+class FeedListener(Protocol):
+    """What the feed tells its scheduler, from the feed's (or the heartbeat's) thread."""
+
+    def tasks_ready(self) -> None:
+        """Leased tasks are ready to be handed out."""
+        return None
+
+    def slot_reserved(self, token: Any, slot: SendSlot) -> None:
+        """The answer to :meth:`TaskFeed.reserve`."""
+        return None
+
+    def fenced(self) -> None:
+        """The job was retired by the master: the worker must stop."""
+        return None
+
+
+class Unheard(FeedListener):
+    """A feed's listener that hears nothing (tools and tests that turn the feed's crank themselves)."""
+
+
+class TaskFeed:
     def __init__(self, info: WorkerInfo, frontier: FrontierClient, registry: WorkerRegistry, catalog: CrawlCatalog,
-                 committer: Committer, config: FeedConfig, on_ready: Callable[[], None] = lambda: None,
-                 on_fenced: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
-                 proxies: Any = None, on_reserved: Callable[[Any, SendSlot], None] = lambda token, slot: None,
-                 adaptive: AdaptiveDelay | None = None, beats: WorkerRegistry | None = None) -> None:
-        """``beats``: the registry the heartbeat thread uses — give it a Redis client of its own (default: the
-        feed's registry, whose connection pool hands that thread a connection of its own too)."""
+                 committer: Committer, config: FeedConfig, listener: FeedListener | None = None, *,
+                 clock: Clock | None = None, proxies: Any = None, adaptive: AdaptiveDelay | None = None,
+                 beats: WorkerRegistry | None = None) -> None:
+        """``proxies``: a ``spiders.proxies.ProxyChooser`` when the spider type crawls through the pool;
+        ``adaptive``: the shared delays of adaptive sites (frontier.adaptive); ``beats``: the registry the
+        heartbeat thread uses — give it a Redis client of its own (default: the feed's registry, whose connection
+        pool hands that thread a connection of its own too)."""
         self.info = info
         self.frontier = frontier
         assert frontier.politeness is not None, "the feed takes: its frontier client needs the politeness rules"
@@ -98,31 +117,24 @@ class TaskFeed(TakeSteps):
         self.catalog = catalog
         self.committer = committer
         self.config = config
-        self.on_ready = on_ready
-        self.on_fenced = on_fenced
-        self.clock = clock
-        self.proxies = proxies  # spiders.proxies.ProxyChooser when this spider type crawls through proxies
-        self.proxy_of: dict[str, Any] = {}  # leased task -> the proxy its per-IP window was taken for
-        self.send_at: dict[str, SendSlot] = {}  # leased task -> when its request may go out (the scheduler pops)
-        self.on_reserved = on_reserved  # called on this thread with each answered reserve() (token, slot)
+        self.listener = listener if listener is not None else Unheard()  # (a scheduler with nothing held is falsy)
+        self.clock = clock if clock is not None else MonotonicClock()
         self._reserve_wanted: queue.SimpleQueue[tuple[Any, str, str, str | None]] = queue.SimpleQueue()
-        self.adaptive = adaptive  # the shared delays of adaptive sites (frontier.adaptive)
+        self.adaptive = adaptive
         self._samples: queue.SimpleQueue[Sample] = queue.SimpleQueue()
-        self._extra: deque[Lease] = deque()  # leases of a step batch not yet handed to the walk (feed thread only)
-        self.index = frontier.ready
-        self.walk = ReadyWalk(self._take, self.index, idle_poll=config.idle_backoff_max,
-                              reconcile_seconds=config.ready_reconcile, on_removed=self._removed,
-                              take_group=self._take_group)
+        self.leases = LeaseKeeper(frontier, config.lease_seconds)
+        self.held = self.leases.held  # every lease this worker holds -> when it was last renewed (shared)
+        self.take = FeedTake(frontier, self.leases, self.clock, lambda: config.prefetch - self.prefetched(),
+                             self._removed, idle_poll=config.idle_backoff_max,
+                             reconcile_seconds=config.ready_reconcile, proxies=proxies)
         add_listener = getattr(self.politeness.rates, "add_listener", None)
         if add_listener is not None:  # a site's rate, window or blacklist changed: the walk asks again at once
             add_listener(self._site_changed)
-        self.ready: deque[Lease] = deque()  # taken, not yet handed to the downloader (reactor pops)
+        self.ready: deque[Leased] = deque()  # taken, not yet handed to the downloader (reactor pops)
         # Popped by the scheduler, their request not sent yet (waiting for its slot, a new slot or a 429's end):
         # still prefetched, so they count against CRAWLFLEET_PREFETCH with ``ready`` (else a paced site's leases
         # would pile up in the scheduler, a whole pace horizon's worth, beyond the prefetch).
         self.unsent: set[str] = set()
-        self.leases = LeaseKeeper(frontier, config.lease_seconds)
-        self.held = self.leases.held  # every lease this worker holds -> when it was last renewed (shared)
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self.paused = False  # back-pressure from storage: take nothing new
         self.completed = 0
@@ -131,20 +143,21 @@ class TaskFeed(TakeSteps):
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.outage = OutageLog(logger, f"worker {info.job}: the feed (Redis)", clock=clock)
+        self.outage = OutageLog(logger, f"worker {info.job}: the feed (Redis)", clock=self.clock)
         self._fence_lock = threading.Lock()
-        self.last_pass = clock()  # when this thread last began a pass (the heartbeat reports the lag)
+        self.last_pass = self.clock.now()  # when this thread last began a pass (the heartbeat reports the lag)
         self.heartbeat = Heartbeat(beats or registry, info.job, config.heartbeat_interval, self._progress,
-                                   on_fenced=self._fence, clock=clock)
+                                   on_fenced=self._fence, clock=self.clock.now)
 
     # --- reactor side ---------------------------------------------------------------------------------------------
-    def pop(self) -> Lease | None:
-        """The next leased task; it stays in the prefetch until its request is :meth:`sent` (or it finishes)."""
+    def pop(self) -> Leased | None:
+        """The next leased task, with its send slot and proxy; it stays in the prefetch until its request is
+        :meth:`sent` (or it finishes)."""
         with self._lock:
-            lease = self.ready.popleft() if self.ready else None
-            if lease is not None:
-                self.unsent.add(lease.member)
-        return lease
+            leased = self.ready.popleft() if self.ready else None
+            if leased is not None:
+                self.unsent.add(leased.member)
+        return leased
 
     def sent(self, member: str | None) -> None:
         """The request of a popped task went out: its room in the prefetch is free (a follow-up's: no change)."""
@@ -169,7 +182,7 @@ class TaskFeed(TakeSteps):
 
     def reserve(self, token: Any, domain: str, withdrawn: str = "", ip: str | None = None) -> None:
         """Ask for a slot for a request that has none (a follow-up) or missed its own (``withdrawn``: its hit);
-        ``on_reserved(token, slot)`` answers from the feed thread."""
+        the listener's ``slot_reserved(token, slot)`` answers from the feed thread."""
         self._reserve_wanted.put((token, domain, withdrawn, ip))
         self._wake.set()
 
@@ -180,12 +193,12 @@ class TaskFeed(TakeSteps):
 
     def _site_changed(self, domain: str | None) -> None:
         """On the config watch's thread: a domain closed under the old config is asked again at the next pass."""
-        self.walk.reopen(domain)
+        self.take.reopen(domain)
         self._wake.set()
 
     def robots_stored(self, url: str) -> None:
         """The robots.txt this process fetched for ``url``'s host is stored: its domain is asked again at once."""
-        self.walk.reopen(domain_of(url))
+        self.take.reopen(domain_of(url))
         self._wake.set()
 
     def pause(self, paused: bool) -> None:
@@ -202,7 +215,7 @@ class TaskFeed(TakeSteps):
         return self.info
 
     def start(self) -> None:
-        self.last_pass = self.clock()
+        self.last_pass = self.clock.now()
         self.heartbeat.start()
         self._thread = threading.Thread(target=self._run, name=f"feed-{self.info.job}", daemon=True)
         self._thread.start()
@@ -229,7 +242,7 @@ class TaskFeed(TakeSteps):
         """What a heartbeat carries (read from the heartbeat thread): busy, and seconds since this thread's last
         pass. A pass ends by waiting for work (at most CRAWLFLEET_IDLE_BACKOFF_MAX): an idle worker's lag stays below
         that."""
-        return bool(self.held), max(0.0, self.clock() - self.last_pass)
+        return bool(self.held), max(0.0, self.clock.now() - self.last_pass)
 
     def _fence(self) -> None:
         """The job was retired (seen by the heartbeat or by a write of this thread): stop, tell the scheduler once."""
@@ -240,12 +253,12 @@ class TaskFeed(TakeSteps):
         logger.error("job %s was retired by the master (no heartbeat in time): stopping", self.info.job)
         self._stopping.set()
         self._wake.set()
-        self.on_fenced()
+        self.listener.fenced()
 
     def _run(self) -> None:
         next_renew = next_refresh = next_commit = 0.0
         while not self._stopping.is_set():
-            now = self.last_pass = self.clock()
+            now = self.last_pass = self.clock.now()
             wait = self.config.idle_backoff_max
             try:
                 self._reserve_some()
@@ -265,7 +278,7 @@ class TaskFeed(TakeSteps):
                     self.outage.ok()
                     if taken:
                         continue
-                    wait = min(wait, self.walk.wake_in)
+                    wait = min(wait, self.take.wake_in)
                 self.outage.ok()
             except Fenced:
                 self._fence()
@@ -276,42 +289,36 @@ class TaskFeed(TakeSteps):
             if not self._reserve_wanted.empty() and not self.outage.down:
                 wait = 0.0
             if not self.finished.empty():
-                wait = min(wait, max(0.0, next_commit - self.clock()))
+                wait = min(wait, max(0.0, next_commit - self.clock.now()))
             self._wake.wait(max(wait, 0.001))
-            self.last_pass = self.clock()  # waiting for work is not falling behind
+            self.last_pass = self.clock.now()  # waiting for work is not falling behind
             self._wake.clear()
 
     def _fill(self) -> bool:
         """Take tasks until the prefetch is full or nothing can be taken now; True when something was taken."""
         taken = False
         while not self.paused and self.prefetched() < self.config.prefetch and not self._stopping.is_set():
-            if self._extra:  # taken by the last step batch, beyond the lease the walk was given
-                lease = self._extra.popleft()
-            else:
-                self.walk.group = max(1, min(TAKE_GROUP, self._room() // 2))
-                result = self.walk.poll()
-                if result is None or result.lease is None:
-                    break
-                lease = result.lease
-            task = lease.task
+            leased = self.take.next()
+            if leased is None:
+                break
+            lease, task = leased.lease, leased.lease.task
             crawl = self.catalog.load([task.crawlid]).get(task.crawlid)
-            self.held[lease.member] = (lease, self.clock())
+            self.held[lease.member] = (lease, self.clock.now())
             if crawl is None or not crawl.running:
                 why = "stopped" if crawl is not None and crawl.exists else "unknown"
                 logger.info("dropping %s: crawl %s is %s", task.url, task.crawlid, why)
-                self.send_at.pop(lease.member, None)
                 self.finish(Finished(lease))
                 continue
             if task.depth == 0:  # a start URL: mark it seen now (its children are marked when they are pushed)
                 self.committer.mark_seen([task])
             with self._lock:
                 was_empty = not self.ready
-                self.ready.append(lease)
+                self.ready.append(leased)
             taken = True
             if was_empty:
-                self.on_ready()
+                self.listener.tasks_ready()
         if taken:
-            self.on_ready()
+            self.listener.tasks_ready()
         return taken
 
     def _adapt_some(self) -> None:
@@ -341,9 +348,9 @@ class TaskFeed(TakeSteps):
             for item in wanted:  # asked again on the next turn: no request is left without its slot
                 self._reserve_wanted.put(item)
             raise
-        now = self.clock()
+        now = self.clock.now()
         for (token, _, _, ip), got in zip(wanted, reservations, strict=True):
-            self.on_reserved(token, got.send_slot(now, ip))
+            self.listener.slot_reserved(token, got.send_slot(now, ip))
 
     def _removed(self, tasks: list[Task], reason: str = ROBOTS) -> None:
         """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) are counted by reason in their
@@ -393,4 +400,4 @@ class TaskFeed(TakeSteps):
 
     def stats(self) -> dict[str, Any]:
         return {"ready": len(self.ready), "unsent": len(self.unsent), "held": len(self.held),
-                "completed": self.completed, "paused": self.paused, "skips": dict(self.walk.skips)}
+                "completed": self.completed, "paused": self.paused, "skips": dict(self.take.walk.skips)}

@@ -3,10 +3,11 @@
 A spider callback yields items and requests, as in any Scrapy project. In the fleet a request yielded by a callback
 is not downloaded here: it is a *child task* that goes to ``seeds`` (through the Bloom filter and the crawl's
 limits) when its parent completes. This middleware, the last one the output passes (lowest order), takes every
-request out of the stream as a child of the response's task (``Task.child``; the page kind in
+request out of the stream as a child of the response's task (:func:`child_task`: the page kind in
 ``request.meta["fleet_callback"]``, small values for the child in ``request.meta["fleet_meta"]``), lets items through
-and counts them, and tells the tracker when the output ends — also when the callback raised halfway (what it
-yielded until then still counts; the error is logged by Scrapy and counted here).
+and counts them, and tells the worker's tracker (``FleetScheduler.tracker``, through Scrapy's
+``crawler.engine.scheduler``) when the output ends — also when the callback raised halfway (what it yielded until
+then still counts; the error is logged by Scrapy and counted here).
 """
 
 from __future__ import annotations
@@ -58,7 +59,15 @@ class TaskOutputMiddleware:
             output.done()
 
     def tracker(self) -> Any:
-        return getattr(self.crawler.spider, "fleet_tracker", None)
+        """The worker's task tracker (``None`` outside a fleet worker, or before it runs)."""
+        return getattr(getattr(self.crawler.engine, "scheduler", None), "tracker", None)
+
+
+def child_task(parent: Task, request: Request) -> Task:
+    """**Where a Request a callback yields becomes a task**: a child of the response's task, with the page kind and
+    the small values the spider put in the request's meta (``fleet_callback``, ``fleet_meta``)."""
+    return parent.child(request.url, callback=request.meta.get("fleet_callback", ""),
+                        meta=request.meta.get("fleet_meta") or {})
 
 
 class _Output:
@@ -75,8 +84,7 @@ class _Output:
         if self.task is None:
             return element  # not a fleet task (e.g. a plain Scrapy run of the spider): nothing to track
         if isinstance(element, Request):
-            self.children.append(self.task.child(element.url, callback=element.meta.get("fleet_callback", ""),
-                                                 meta=element.meta.get("fleet_meta") or {}))
+            self.children.append(child_task(self.task, element))
             return None
         tracker = self.middleware.tracker()
         if tracker is not None:

@@ -18,6 +18,10 @@ downloader (``engine.download_async``: downloader middlewares only, so proxies, 
 
 Storing (a Redis call) runs in a thread; the feed is then told, and asks the host's domain again at once (its walk
 does not poll a fetch of its own: :data:`frontier.robots_cache.MINE_WAIT`).
+
+:class:`RobotsFetcher` makes the cache it fetches for (:attr:`RobotsFetcher.cache`, which the politeness rules ask)
+and is started on the reactor once the worker runs (:meth:`RobotsFetcher.start`: the download's byte count and the
+claims' renewal).
 """
 
 from __future__ import annotations
@@ -59,23 +63,32 @@ class ScrapyRobots(RobotsCache):
 
 
 class RobotsFetcher:
-    """The reactor side: downloads claimed robots.txt files and publishes what they say."""
+    """The reactor side: downloads claimed robots.txt files and publishes what they say. ``cache_options`` are
+    :class:`~frontier.robots_cache.RobotsCache`'s (ttl, lock_seconds, …)."""
 
-    def __init__(self, crawler: Any, cache: RobotsCache, on_stored: Callable[[str], None]) -> None:
-        """``on_stored(url)``: the robots.txt of ``url``'s host was stored (called on the reactor)."""
+    def __init__(self, crawler: Any, redis: RedisClient, **cache_options: Any) -> None:
         self.crawler = crawler
-        self.cache = cache
-        self.on_stored = on_stored
+        self.cache = ScrapyRobots(redis, self._fetch_from_thread, **cache_options)
+        self.on_stored: Callable[[str], None] = lambda url: None
         self._renewal: task.LoopingCall | None = None
-        crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
-    def start(self) -> None:
+    def start(self, on_stored: Callable[[str], None]) -> None:
+        """On the reactor, once the worker runs; ``on_stored(url)``: the robots.txt of ``url``'s host was stored
+        (called on the reactor)."""
+        self.on_stored = on_stored
+        self.crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
         self._renewal = task.LoopingCall(self._renew)
         self._renewal.start(max(0.05, self.cache.lock_seconds / 6), now=False)
 
     def stop(self) -> None:
         if self._renewal is not None and self._renewal.running:
             self._renewal.stop()
+
+    def _fetch_from_thread(self, url: str) -> None:
+        """The cache claimed the fetch on the feed thread: download it on the reactor."""
+        from twisted.internet import reactor
+
+        reactor.callFromThread(self.fetch, url)
 
     def fetch(self, url: str) -> None:
         """Download the robots.txt of ``url``'s host (on the reactor); the claim is this process's."""

@@ -3,8 +3,9 @@
 A task starts when the scheduler turns its lease into a request. Its output is *done* when the spider's output for
 the final response was consumed (:meth:`TaskTracker.output_done`, called by the spider middleware) or the download
 failed for good (the errback this tracker puts on every task request). Each item it produced is *settled* when a
-pipeline stored or dropped it (:meth:`TaskTracker.item_settled`). Output done and every item settled: the task is
-finished and handed to the feed, which pushes its children and acknowledges it.
+pipeline stored or dropped it (:meth:`TaskTracker.item_settled`, from Scrapy's ``item_scraped``, ``item_dropped`` and
+``item_error`` signals, which carry the response: :meth:`TaskTracker.connect`). Output done and every item settled:
+the task is finished and handed to the feed, which pushes its children and acknowledges it.
 
 Children are checked here, before they cost a round trip: the crawl still running, ``maxdepth``, the blacklist
 (the site configuration the worker watches in ZooKeeper). Scope is the rule's business (the universal spider's
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrapy import Request
+from scrapy import Request, signals
 from twisted.python.failure import Failure
 
 from frontier.client import Lease
@@ -54,6 +55,12 @@ class TaskTracker:
         self.finish = finish
         self.stats = stats
         self.tasks: dict[str, InProgress] = {}
+
+    def connect(self, crawler_signals: Any) -> None:
+        """Hear of every item a pipeline stored, dropped or failed on (the crawler's signals; on the reactor)."""
+        crawler_signals.connect(self._item_stored, signal=signals.item_scraped)
+        crawler_signals.connect(self._item_lost, signal=signals.item_dropped)
+        crawler_signals.connect(self._item_lost, signal=signals.item_error)
 
     def start(self, lease: Lease) -> Request | None:
         """The request for a leased task (``None``: it was finished at once, e.g. the spider could not make one)."""
@@ -100,6 +107,15 @@ class TaskTracker:
             progress.marks.append(url)  # where a redirect ended: seen too
         progress.output_done = True
         self._maybe_finish(progress)
+
+    def _item_stored(self, item: Any = None, response: Any = None, **_: Any) -> None:
+        if response is not None:
+            self.item_settled(response, stored=True)
+
+    def _item_lost(self, item: Any = None, response: Any = None, **_: Any) -> None:
+        """Dropped by a pipeline (e.g. a required field missing) or a pipeline failed: processed all the same."""
+        if response is not None:
+            self.item_settled(response, stored=False)
 
     def item_settled(self, response: Any, stored: bool) -> None:
         progress = self._progress(response)

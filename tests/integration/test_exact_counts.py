@@ -244,7 +244,7 @@ def test_pages_left_out_are_counted_by_reason_and_shown_on_the_crawl_page(cf: An
     private = [start.child(f"http://site.test/private/{n}") for n in range(2)]
     for task in [*private, start.child("http://site.test/open"), start.child("http://bad.test/x")]:
         _queue(frontier, task)
-    taken = [feed.walk.poll(), feed.walk.poll()]
+    taken = [feed.take.walk.poll(), feed.take.walk.poll()]
     assert [r.lease.task.url for r in taken if r is not None and r.lease] == ["http://site.test/open"]
     # the same disallowed URL dropped again (queued twice, e.g. by a re-delivered parent): counted once
     redis.hincrby(keys.pending_domain("site.test"), CRAWL, 1)

@@ -18,7 +18,7 @@ from messaging.siteconfig import Rate
 from spiders.dupefilter import BloomDupeFilter
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
-from spiders.worker.feed import FeedConfig, TaskFeed
+from spiders.worker.feed import FeedConfig, TaskFeed, Unheard
 
 pytestmark = pytest.mark.integration
 
@@ -85,6 +85,16 @@ def test_a_worker_with_a_stalled_feed_keeps_beating_shows_slow_and_is_not_retire
     assert registry.retired() == [job]  # it left on stop
 
 
+class FenceListener(Unheard):
+    """The scheduler's part: it hears of the fence."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def fenced(self) -> None:
+        self.event.set()
+
+
 def test_a_worker_retired_while_its_feed_is_stalled_is_stopped_by_its_heartbeat(cf: Any) -> None:
     redis = cf.redis()
     job = "fenced-job"
@@ -93,8 +103,7 @@ def test_a_worker_retired_while_its_feed_is_stalled_is_stopped_by_its_heartbeat(
     fenced = threading.Event()
     feed = TaskFeed(WorkerInfo(job, "list", "10.0.0.1", "host", 1), frontier, WorkerRegistry(redis), catalog,
                     Committer(redis, frontier, BloomDupeFilter(redis, cf.settings), catalog),
-                    FeedConfig(heartbeat_interval=0.1, idle_backoff_max=0.1, crawl_refresh=0.05),
-                    on_fenced=fenced.set)
+                    FeedConfig(heartbeat_interval=0.1, idle_backoff_max=0.1, crawl_refresh=0.05), FenceListener(fenced))
     feed.register()
     catalog.stall.set()
     feed.start()

@@ -62,7 +62,7 @@ def test_dispatch_take_complete_and_finish_through_the_worker_code(cf: Any) -> N
             dispatcher.round(clock.now())
             return feed.pop()
 
-        lease = wait_for(dispatched_and_taken, 10, "the start task dispatched and leased")
+        lease = wait_for(dispatched_and_taken, 10, "the start task dispatched and leased").lease
         assert lease.task.url == "http://site.test/"
         children = [lease.task.child(f"http://site.test/p{n}") for n in range(3)]
         children.append(lease.task.child("http://site.test/"))  # a link back to the start page: seen already
@@ -72,8 +72,8 @@ def test_dispatch_take_complete_and_finish_through_the_worker_code(cf: Any) -> N
         def all_children_done() -> bool:
             dispatcher.round(clock.now())
             while (child := feed.pop()) is not None:
-                done.append(child.task.url)
-                feed.finish(Finished(child, [], items=1))
+                done.append(child.lease.task.url)
+                feed.finish(Finished(child.lease, [], items=1))
             return len(done) == 3 and feed.completed == 4
 
         wait_for(all_children_done, 15, "the three children dispatched, leased and completed")
@@ -154,6 +154,6 @@ def test_popped_tasks_whose_request_has_not_gone_out_count_against_the_prefetch(
     assert not feed.ready and feed.prefetched() == 4
     assert not feed._fill() and len(feed.held) == 4  # nothing more taken while they wait
     feed.sent(popped[0].member)
-    feed.finish(Finished(popped[1]))  # finished unsent (no request could be made): its room is free too
+    feed.finish(Finished(popped[1].lease))  # finished unsent (no request could be made): its room is free too
     feed.sent(popped[0].member)  # a follow-up of a task already sent changes nothing
     assert feed._fill() and len(feed.ready) == 2 and feed.prefetched() == 4 and len(feed.held) == 6

@@ -23,8 +23,7 @@ RULE = {"rules": [{"allow": "/a/"}], "revisit": {"pages": "all", "interval": 60}
 
 def middleware(rule: dict[str, Any] = RULE) -> ConditionalMiddleware:
     crawl = SimpleNamespace(rule=rule)
-    catalog = SimpleNamespace(get=lambda crawlid: crawl)
-    crawler = SimpleNamespace(spider=SimpleNamespace(fleet_catalog=catalog), stats=None)
+    crawler = SimpleNamespace(spider=SimpleNamespace(crawl_for=lambda task: crawl), stats=None)
     return ConditionalMiddleware(crawler)
 
 

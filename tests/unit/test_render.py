@@ -146,8 +146,10 @@ class FakeSpider:
 
     def __init__(self, rule: dict[str, Any]) -> None:
         self.crawl = CrawlInfo("c", "universal", rule, START, state="running")
-        self.fleet_catalog = SimpleNamespace(get=lambda crawlid: self.crawl)
         self.built = UniversalRule.from_json(rule, START)
+
+    def crawl_for(self, task: Task) -> CrawlInfo:
+        return self.crawl
 
     def render_mode(self, task: Task, crawl: CrawlInfo) -> str:
         return render_mode(crawl.rule)

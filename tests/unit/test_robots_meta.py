@@ -71,16 +71,18 @@ def test_list_rule_leaves_out_nofollow_detail_and_next_links() -> None:
 
 
 class Catalog:
+    """The worker's answer to ``FleetSpider.crawl_for``: one crawl."""
+
     def __init__(self, crawl: CrawlInfo) -> None:
         self.crawl = crawl
 
-    def get(self, crawlid: str) -> CrawlInfo:
+    def crawl_for(self, task: Task) -> CrawlInfo:
         return self.crawl
 
 
 def crawl_output(response: HtmlResponse, rule: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     spider = UniversalSpider()
-    spider.fleet_catalog = Catalog(CrawlInfo(crawlid="c", url="http://site.test/", rule=rule))
+    spider.crawl_for = Catalog(CrawlInfo(crawlid="c", url="http://site.test/", rule=rule)).crawl_for
     task = Task(url=response.url, crawlid="c", spider_type="universal", callback="rule:0")
     response.request = Request(response.url, meta={"task": task})
     out = list(spider.parse_task(response))
@@ -176,7 +178,7 @@ def test_a_noindex_page_is_counted_with_its_reason(meta: str, reason: str) -> No
     response = page(meta)
     response.request = request
     spider = UniversalSpider()
-    spider.fleet_catalog = Catalog(CrawlInfo(crawlid="c", url="http://site.test/", rule=EXTRACT))
+    spider.crawl_for = Catalog(CrawlInfo(crawlid="c", url="http://site.test/", rule=EXTRACT)).crawl_for
     out = list(spider.parse_task(response))
     assert bool(response.meta.get(NOINDEX_META)) == bool(reason)
     items = [o for o in out if isinstance(o, dict)]
