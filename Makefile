@@ -42,6 +42,11 @@ test-unit: venv
 test-integration: install
 	@$(PY) -m pytest -m "integration or e2e" $(PYTEST_ARGS)
 
+# the quick check before a commit (about half a minute): lint, and the unit tests on every core (pytest-xdist)
+check: venv
+	@status=0; $(MAKE) -s lint || status=1; $(PY) -m pytest -m unit -q -n auto -p no:cacheprovider $(PYTEST_ARGS) || status=1; \
+	exit $$status
+
 # ruff, the floors (pyproject [tool.importlinter]: an import up a floor fails), then the types of messaging, frontier,
 # master and spiders/worker (pyproject [tool.mypy]); all run, any fails the target
 lint: venv
