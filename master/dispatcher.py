@@ -7,15 +7,20 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
 2. **How much** (seed ``is_max``, and no flooding): per spider type, the tasks handed out to its *live* workers over
    the last k minutes (``master:{seeds}:dispatched-jobs:<type>``, per Redis-clock minute and job, so that the tasks
    of workers that left — a rolling restart replaces them all — never hold back their successors) stay under
-   ``headroom × Σ weights × k``; and per
-   worker, the tasks it holds (queued or leased, ``out``) stay under ``headroom × weight × backlog minutes``, so its
-   queues hold a little more than it can finish in that time. A worker at its bound takes nothing this round.
+   ``headroom × Σ weights × k``; and per worker, the tasks it holds (queued or leased, ``out``) stay under
+   ``headroom × weight × backlog minutes``, so its queues hold a little more than it can finish in that time. What a
+   worker holds counts only while something of it is due: one whose queued tasks all wait for their sites' next
+   slots (``frontier.ready.waiting_for_pace``) can fetch nothing soon, so it gets its whole bound, outside the
+   window cap too (that cap measured the sites' pace, not the worker).
 3. **Whom**: tasks are read from the head of ``seeds`` (priority order) and each one goes to the worker chosen by the
-   type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room.
-   Tasks of a spider type without a live worker (or without room) are skipped and wait in ``seeds``: they never
-   block the other types. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; a run of tasks at the head
-   whose types have no live worker at all is remembered (by score) and skipped by the next rounds, until the set of
-   live spider types changes or 30 s have passed.
+   type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A
+   domain holds at most its quota of the workers' queues, a few minutes of its own hits (``master.shares``): its
+   other tasks wait in ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a
+   spider type without a live worker (or without room) are skipped and wait in ``seeds``: they never block the
+   other types. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that cannot be
+   placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
+   (``master.waits.SkipMark``), and why each crawl's tasks wait is published for the info answer and the crawl page
+   (``master.waits.WaitBoard``).
 4. **Move**, in batches of CRAWLFLEET_DISPATCH_BATCH: ``master.staging`` (stage in the ``seeds`` slot under the
    leader's epoch, land per domain slot, settle) — crash-safe, fenced, Redis-Cluster safe. A task that cannot be
    placed (not a JSON task, or a URL whose host breaks the host rule of ``messaging.domains``, so that none of its
@@ -35,9 +40,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frontier.client import FrontierReader
+from frontier.client.ready import waiting_for_pace
+from frontier.config_watch import SiteRates
 from frontier.registry import WorkerInfo, WorkerRegistry
 from frontier.weights import fill_missing, measure, minute_of
+from master.shares import REFRESH_SECONDS, SiteShares
 from master.staging import DeadLetter, Pick, Staging
+from master.waits import (
+    BACKLOG_FULL,
+    FULL_RECHECK_LIMIT,
+    NO_WORKER,
+    PACED,
+    SKIP_MEMORY_SECONDS,
+    LeadingRun,
+    SkipMark,
+    WaitBoard,
+)
 from master.wrr import InterleavedWRR
 from messaging import keys
 from messaging.answers import dead_letter_record
@@ -47,7 +65,7 @@ from messaging.settings import SETTINGS, Settings
 from messaging.tasks import DEFAULT_PRIORITY, queue_score
 
 logger = logging.getLogger(__name__)
-SKIP_MEMORY_SECONDS = 30.0
+__all__ = ["SKIP_MEMORY_SECONDS", "DispatchConfig", "Dispatcher", "RoundResult", "SkipMark", "Unplaceable"]
 RECONCILE_SECONDS = 60.0  # a job's outstanding count is recounted at most this often...
 RECONCILE_DOMAINS_PER_SECOND = 20.0  # ...and no faster than this many of its domains a second (two ZCARDs each)
 
@@ -62,29 +80,14 @@ class DispatchConfig:
     initial_rate: float = SETTINGS["CRAWLFLEET_DISPATCH_INITIAL_RATE"].default
     batch: int = SETTINGS["CRAWLFLEET_DISPATCH_BATCH"].default
     scan: int = SETTINGS["CRAWLFLEET_DISPATCH_SCAN"].default
+    site_minutes: float = SETTINGS["CRAWLFLEET_DISPATCH_SITE_MINUTES"].default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchConfig:
         return cls(window_minutes=settings.weight_window_minutes, headroom=settings.dispatch_headroom,
                    backlog_minutes=settings.dispatch_backlog_minutes, initial_rate=settings.dispatch_initial_rate,
-                   batch=settings.dispatch_batch, scan=settings.dispatch_scan)
-
-
-@dataclass(frozen=True)
-class SkipMark:
-    """Where a round starts scanning the seeds: past the leading tasks of spider types that have no live worker
-    (they would be scanned again and again otherwise), while the same types are live and for a while only."""
-
-    score: float  # the seeds score of the last such task seen
-    live_types: frozenset[str]  # the spider types that were live: another set of live workers scans from the start
-    since: float  # when the first mark was set (a mark older than SKIP_MEMORY_SECONDS is forgotten)
-
-    def holds(self, live_types: frozenset[str], now: float) -> bool:
-        return self.live_types == live_types and now - self.since < SKIP_MEMORY_SECONDS
-
-    def start(self) -> str:
-        """The exclusive lower bound of the next scan (ZRANGEBYSCORE's ``(score``)."""
-        return f"({self.score!r}"
+                   batch=settings.dispatch_batch, scan=settings.dispatch_scan,
+                   site_minutes=settings.dispatch_site_minutes)
 
 
 @dataclass
@@ -94,6 +97,7 @@ class WorkerView:
     measured: bool
     outstanding: int
     room: int = 0
+    idle: bool = False  # its queued tasks all wait for their sites' next slots (frontier.ready.waiting_for_pace)
 
     @property
     def weight(self) -> int:
@@ -116,13 +120,17 @@ class Dispatcher:
     """The dispatch rounds of the leader of ``epoch`` (see the module docstring)."""
 
     def __init__(self, redis: Any, epoch: int, config: DispatchConfig | None = None,
-                 registry: WorkerRegistry | None = None, stats: Any = None) -> None:
+                 registry: WorkerRegistry | None = None, stats: Any = None, sites: SiteRates | None = None) -> None:
+        """``sites``: the site rates the workers apply (``frontier.config_watch``); with them every domain gets at
+        most its quota of the workers' queues (``master.shares``), without them (simulations, tests) no quota."""
         self.redis = redis
         self.config = config or DispatchConfig()
         self.registry = registry or WorkerRegistry(redis)
         self.reader = FrontierReader(redis)  # what the jobs hold (the frontier's queues and leases)
         self.staging = Staging(redis, epoch)
         self.stats = stats
+        self.shares = SiteShares(redis, sites, self.config.site_minutes) if sites is not None else None
+        self.board = WaitBoard(redis)
         self._infos: dict[str, WorkerInfo] = {}
         self._wrr: dict[str, InterleavedWRR] = defaultdict(InterleavedWRR)
         self._skip: SkipMark | None = None
@@ -179,6 +187,7 @@ class Dispatcher:
             pipe.hgetall(keys.dispatched_jobs(spider_type))
         budgets: dict[str, int] = {}
         expired: dict[str, list[str]] = {}
+        paced = waiting_for_pace(self.redis, [w.info.job for workers in views.values() for w in workers])
         for spider_type, counts in zip(types, pipe.execute() if types else [], strict=True):
             workers = views[spider_type]
             # only what the live workers were given counts: a departed worker's tasks are done or back in seeds
@@ -193,10 +202,20 @@ class Dispatcher:
                     recent += int(raw_count)
             capacity = sum(w.rate for w in workers)
             allowed = math.floor(config.headroom * capacity * config.window_minutes) - recent
+            bounds = 0
             for worker in workers:
                 bound = math.ceil(config.headroom * worker.rate * config.backlog_minutes)
-                worker.room = max(0, bound - worker.outstanding)
-            budgets[spider_type] = max(0, min(allowed, sum(w.room for w in workers)))
+                bounds += bound
+                worker.idle = paced.get(worker.info.job, False)
+                # what it holds counts against its bound only while something of it is due: a worker whose domains
+                # all wait for their sites' next slots can fetch nothing soon, and takes work whatever it holds
+                worker.room = bound if worker.idle else max(0, bound - worker.outstanding)
+            busy = sum(w.room for w in workers if not w.idle)
+            idle = sum(w.room for w in workers if w.idle)  # outside the window cap too: it measured the pace
+            budgets[spider_type] = max(0, min(allowed, busy)) + idle
+            self.board.room(spider_type, workers=len(workers), idle=sum(w.idle for w in workers),
+                            held=sum(w.outstanding for w in workers), bound=bounds, budget=budgets[spider_type],
+                            window_left=max(0, allowed))
         if expired:  # minutes that slid out of the window
             pipe = self.redis.pipeline(transaction=False)
             for spider_type, names in expired.items():
@@ -210,55 +229,59 @@ class Dispatcher:
         self.reconcile(now, [w.info.job for workers in views.values() for w in workers])
         budgets = self.budgets(views, now)
         result = RoundResult(budget=dict(budgets))
-        if not any(budgets.values()):
-            return result
+        live_types = frozenset(views)
+        mark = self._mark(live_types, now)
+        self.board.begin(mark.notes if mark else None)
+        if any(budgets.values()):
+            self._scan(views, budgets, live_types, mark, now, result)
+        self.board.publish(now)
+        return result
+
+    def _scan(self, views: dict[str, list[WorkerView]], budgets: dict[str, int], live_types: frozenset[str],
+              mark: SkipMark | None, now: float, result: RoundResult) -> None:
+        """Read ``seeds`` from the head (or past the mark) and place what has room; remember the leading run of
+        tasks that cannot be placed now (master.waits)."""
         caps: dict[str, dict[str, int]] = {}
         for spider_type, workers in views.items():
             caps[spider_type] = {w.info.job: w.room for w in workers if w.room > 0}
             self._wrr[spider_type].update({w.info.job: w.weight for w in workers if w.room > 0})
-        live_types = frozenset(views)
-        start = "-inf"
-        if self._skip and self._skip.holds(live_types, now):
-            start = self._skip.start()
-        else:
-            self._skip = None
+        run = LeadingRun(mark)
         picks: list[Pick] = []
-        leading_blocked = True
         chunk = max(500, min(self.config.scan, 2 * self.config.batch))
         offset = 0
         while result.scanned < self.config.scan and any(budgets.values()):
             # moved and dead-lettered tasks left seeds: the entries after them shifted down by as many places
-            entries = self.redis.zrangebyscore(keys.SEEDS, start, "+inf", start=offset - result.total - result.dead,
-                                               num=chunk, withscores=True)
+            entries = self.redis.zrangebyscore(keys.SEEDS, mark.start() if mark else "-inf", "+inf",
+                                               start=offset - result.total - result.dead, num=chunk, withscores=True)
             if not entries:
                 break
             offset += len(entries)
+            result.scanned += len(entries)
+            parsed = [self._parse(as_text(raw), float(score), live_types, now) for raw, score in entries]
+            if self.shares is not None:
+                self.shares.refresh(self.shares.stale((p.domain for p in parsed if p.domain), now), now)
             letters: list[DeadLetter] = []
-            for raw, score in entries:
-                result.scanned += 1
-                member = as_text(raw)
-                try:
-                    task = _task(member)
-                except Unplaceable as exc:
-                    letters.append(self._letter(member, {}, exc, now))
+            for entry in parsed:
+                if entry.letter is not None:
+                    letters.append(entry.letter)
                     continue
-                spider_type = task["spider_type"]
+                task, spider_type, domain = entry.task, entry.task["spider_type"], entry.domain
                 if spider_type not in live_types:
-                    if leading_blocked:
-                        self._skip = SkipMark(float(score), live_types, self._skip.since if self._skip else now)
+                    run.passed(entry.score, task["crawlid"], self.board.note(task["crawlid"], NO_WORKER, spider_type))
                     continue
-                leading_blocked = False
-                if budgets[spider_type] <= 0:
+                if self.shares is not None and self.shares.full(domain):
+                    note = self.board.note(task["crawlid"], PACED, domain, held=self.shares.held(domain),
+                                           quota=self.shares.quota(domain))
+                    run.passed(entry.score, task["crawlid"], note, full=domain)
                     continue
-                try:
-                    domain, score_in_queue = _placement(task)
-                except Unplaceable as exc:
-                    letters.append(self._letter(member, task, exc, now))
-                    continue
-                job = self._wrr[spider_type].choose()
+                run.ended()
+                job = self._wrr[spider_type].choose() if budgets[spider_type] > 0 else None
                 if job is None:
+                    self.board.note(task["crawlid"], BACKLOG_FULL, spider_type)
                     continue
-                picks.append(Pick(member, job, domain, task["crawlid"], spider_type, score_in_queue))
+                picks.append(Pick(entry.member, job, domain, task["crawlid"], spider_type, entry.queue_score))
+                if self.shares is not None:
+                    self.shares.placed(domain)
                 budgets[spider_type] -= 1
                 caps[spider_type][job] -= 1
                 if caps[spider_type][job] <= 0:
@@ -271,7 +294,35 @@ class Dispatcher:
                 break
         if picks:
             self._move(picks, now, result)
-        return result
+        self._skip = run.mark(self.redis, live_types, now)
+
+    def _parse(self, member: str, score: float, live_types: frozenset[str], now: float) -> _Entry:
+        task: dict[str, Any] = {}
+        try:
+            task = _task(member)
+            if task["spider_type"] not in live_types:
+                return _Entry(member, score, task)
+            domain, queue_score = _placement(task)
+        except Unplaceable as exc:
+            return _Entry(member, score, task, letter=self._letter(member, task, exc, now))
+        return _Entry(member, score, task, domain, queue_score)
+
+    def _mark(self, live_types: frozenset[str], now: float) -> SkipMark | None:
+        """The skip mark, if it still holds (master.waits: same live types, nothing new before it, none of its full
+        domains has room again, not too old)."""
+        mark, self._skip = self._skip, None
+        if mark is None or not mark.holds(live_types, now):
+            return None
+        if int(self.redis.zcount(keys.SEEDS, "-inf", mark.score)) != mark.before:
+            return None  # a task of higher priority arrived, or a stop purged some: read from the head again
+        if mark.full and self.shares is not None and len(mark.full) <= FULL_RECHECK_LIMIT \
+                and now - mark.checked >= REFRESH_SECONDS:
+            self.shares.refresh(sorted(mark.full), now)
+            mark.checked = now
+            if not all(self.shares.full(domain) for domain in mark.full):
+                return None
+        self._skip = mark
+        return mark
 
     def _letter(self, member: str, task: dict[str, Any], problem: Unplaceable, now: float) -> DeadLetter:
         crawlid, userid = task.get("crawlid"), task.get("userid")
@@ -302,6 +353,18 @@ class Unplaceable(ValueError):
     def __init__(self, message: str, path: str = "$.url") -> None:
         super().__init__(message)
         self.path = path
+
+
+@dataclass
+class _Entry:
+    """One entry of ``seeds`` as a round reads it: its task, domain and queue score, or the dead letter it makes."""
+
+    member: str
+    score: float
+    task: dict[str, Any]
+    domain: str = ""
+    queue_score: float = 0.0
+    letter: DeadLetter | None = None
 
 
 def _task(member: str) -> dict[str, Any]:

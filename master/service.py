@@ -33,6 +33,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from frontier.config_watch import SiteConfigWatch
 from frontier.registry import WorkerRegistry, WorkerState
 from frontier.weights import minute_of
 from master.dispatcher import DispatchConfig, Dispatcher
@@ -80,6 +81,7 @@ class MasterService:
         self._slow: set[str] = set()  # workers last seen slow (logged when that changes)
         self.notifier = Notifier(self.redis, settings, self.clock)
         self.dispatch_beat = Beat()  # the leader's loop turns; rests while this master stands by
+        self.sites: SiteConfigWatch | None = None
 
     def health_checks(self, health: Health) -> None:
         health.beat("dispatch", self.dispatch_beat)
@@ -103,8 +105,10 @@ class MasterService:
     # --- the leader's loop ----------------------------------------------------------------------------------------
     def _lead(self, epoch: int, lost: threading.Event) -> None:
         settings = self.settings
+        if self.sites is None:  # the rates the workers apply: each site's share of their queues follows them
+            self.sites = SiteConfigWatch(self.zk, SitePaths(settings.zk_root)).start()
         dispatcher = Dispatcher(self.redis, epoch, DispatchConfig.from_settings(settings), self.registry,
-                                self.stats)
+                                self.stats, sites=self.sites)
         requeuer = Requeuer(self.redis, epoch)
         revisits = RevisitMover(self.redis, epoch, settings.revisit_batch)
         schedules = ScheduleFirer(self.redis, epoch, settings)

@@ -369,6 +369,18 @@ def dispatched_jobs(spider_type: str) -> str:
     return f"master:{{seeds}}:dispatched-jobs:{spider_type}"
 
 
+DISPATCH_WAITS = "master:{seeds}:waits"
+"""hash: crawlid -> JSON of why the dispatcher's latest look left the crawl's tasks in ``seeds`` (``at``: Redis time;
+``waits``: reason ``paced`` with the domain, the tasks it holds and its quota, ``no_worker`` or ``backlog_full`` with
+the spider type; each with the tasks passed by). Written by the leader at most once a second (``master.waits``),
+read by the info answer and the crawl page (``messaging.waits``)."""
+
+DISPATCH_ROOM = "master:{seeds}:room"
+"""hash: spider type -> JSON of the room the dispatcher found for it in its latest round: live workers, those with
+nothing due (their queues hold only tasks waiting for their sites' next slots), tasks they hold against their
+bounds, the tasks it could hand out (``budget``) and the Redis time (``at``)."""
+
+
 DEAD_LETTERS = "master:{seeds}:dead-letters"
 """list: the latest tasks the dispatcher could not place (JSON: task, reason, crawlid, time), newest first, capped.
 Same slot as ``seeds``: a task leaves ``seeds`` and its pending count and lands here in one call."""

@@ -350,6 +350,11 @@ define("CRAWLFLEET_DISPATCH_HEADROOM", 1.2,
 define("CRAWLFLEET_DISPATCH_BACKLOG_MINUTES", 2.0,
        "Minutes of work (at the worker's measured rate) its queues may hold; less is lost time after a "
        "slow-down or a death, more is slack against dispatch pauses.", group="master", parse=float)
+define("CRAWLFLEET_DISPATCH_SITE_MINUTES", 2.0,
+       "Minutes of a site's own hits (its rate from ZooKeeper) that the workers' queues may hold, all workers "
+       "together; its other tasks wait in seeds, so that a paced site never fills the workers' backlogs. A worker "
+       "whose domains all wait for their sites' next slots (nothing due) is given work whatever it holds.",
+       group="master", parse=float)
 define("CRAWLFLEET_DISPATCH_INITIAL_RATE", 60.0,
        "Tasks per minute assumed for a worker when no worker of its spider type has history yet (a new worker "
        "otherwise starts at the mean of the others).", group="master", parse=float)

@@ -25,6 +25,7 @@ RETIRED_RELEASE = lua_script(LUA / "retired_release.lua", PENDING_LUA)  # ...and
 # a job's ready index (hash tag: the job)
 READY_WALK = lua_script(LUA / "ready_walk.lua", NOW_MICROSECONDS_LUA)
 READY_ADD = lua_script(LUA / "ready_add.lua", NOW_MICROSECONDS_LUA)
+READY_DUE = lua_script(LUA / "ready_due.lua", NOW_MICROSECONDS_LUA)  # due domains and all: waiting for pace?
 
 # the domain's block and robots.txt (hash tag: the domain)
 BLOCK = lua_script(LUA / "block.lua", NOW_MICROSECONDS_LUA)

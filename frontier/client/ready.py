@@ -48,7 +48,7 @@ from frontier.client import lua
 from frontier.client.types import US
 from messaging import keys
 from messaging.clients import as_text
-from messaging.scripts import is_cluster
+from messaging.scripts import is_cluster, run_scripts
 
 RECONCILE_MIN_SLICE = 100  # domains looked at per reconcile tick, at least
 
@@ -154,6 +154,15 @@ class ReadyIndex:
         self.redis.delete(keys.ready(self.job))
         if left is not None and int(left) > 0 and spider_type:
             self.redis.decrby(keys.ready_tasks_type(spider_type), int(left))
+
+
+def waiting_for_pace(redis: Any, jobs: Sequence[str]) -> dict[str, bool]:
+    """Whether each job's queued tasks all wait for their sites' next slots: its index lists domains and none is due
+    now (Redis clock). Such a job can fetch nothing soon, whatever it holds (the dispatcher gives it work,
+    ``master.dispatcher``). One round trip on a plain Redis."""
+    script = lua.READY_DUE.on(redis)
+    replies = run_scripts(redis, [(script, [keys.ready(job)], [""]) for job in jobs])
+    return {job: int(due) == 0 and int(listed) > 0 for job, (due, listed) in zip(jobs, replies, strict=True)}
 
 
 def add_to_index(redis: Any, job: str, spider_type: str, counts: Mapping[str, int],

@@ -9,6 +9,7 @@ import pytest
 from deploy.procs import kill_hard, wait_for
 from frontier.registry import WorkerInfo, WorkerRegistry
 from messaging import keys
+from messaging.siteconfig import Rate, SitePaths, write_defaults
 from messaging.tasks import Task, push_seeds
 
 pytestmark = pytest.mark.integration
@@ -28,6 +29,9 @@ def test_standby_takes_over_after_kill_9_without_losing_or_duplicating_a_task(cf
     redis = cf.redis()
     original = [Task(url=f"http://site{i % 13}.test/p/{i}", crawlid="ha", spider_type="list") for i in range(TASKS)]
     push_seeds(redis, original)
+    # 13 sites, 4,000 tasks: at the default rate each site's share of the queues (master.shares) would keep most of
+    # them in seeds; this test is about the failover, so the sites are fast
+    write_defaults(cf.zk(), SitePaths(cf.settings.zk_root), Rate(600_000, 60))
     registry = WorkerRegistry(redis)
     jobs = ["w1", "w2"]
     for job in jobs:
