@@ -28,6 +28,7 @@ from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.service import setup_logging
 from messaging.settings import load
 from messaging.validation import CRAWL, Rejected, parse_request
+from messaging.waits import describe
 
 console = Console()
 errors = Console(stderr=True)
@@ -149,6 +150,8 @@ def _render_info(result: dict[str, Any]) -> None:
         console.print(table)
     if result.get("revisit"):
         _render_revisit(result["revisit"])
+    for wait in result.get("waiting") or []:
+        console.print(f"[yellow]waiting[/] {escape(describe(wait))}")
 
 
 def _render_revisit(revisit: dict[str, Any]) -> None:

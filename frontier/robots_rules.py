@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
+from messaging.domains import authority as authority  # re-exported: robots.txt is per host and port
+
 MAX_BODY = 500 * 1024  # RFC 9309 2.5: crawlers must read at least 500 KiB; the rest is ignored
 MAX_REDIRECTS = 5  # RFC 9309 2.3.1.2: follow at least five consecutive redirects, across hosts too
 DEFAULT_TOKEN = "crawlfleet"
@@ -83,13 +85,6 @@ def cap_body(data: bytes) -> str:
 def robots_url(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}/robots.txt"
-
-
-def authority(url: str) -> str:
-    """The host a robots.txt belongs to: the lower-case host name, with the port when the URL names a port."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").rstrip(".").lower()
-    return f"{host}:{parts.port}" if parts.port else host
 
 
 def _groups(body: str) -> list[tuple[set[str], list[str]]]:

@@ -20,6 +20,7 @@ from messaging.clock import RedisClock
 from messaging.counts import BLACKLISTED, NOINDEX, ROBOTS, read_counts
 from messaging.siteconfig import SitePaths
 from messaging.tasks import CrawlFields
+from messaging.waits import crawl_waits, describe, zk_rates
 
 ITEMS_PER_PAGE = 25
 ITEM_FIELDS_SHOWN = ("fetched_at", "status", "title", "url")
@@ -131,10 +132,17 @@ def crawl_view(manager: Any, crawlid: str, page: int, field: str | None = None) 
     items = [dict(doc) for doc in cursor]
     return {
         "crawlid": crawlid, "record": raw, "row": row, "stored": stored, "statuses": statuses,
+        "waiting": waiting(manager, crawlid),
         "reasons": reason_rows(redis, crawlid, raw.get(CrawlFields.STATE) == "stopped"),
         "progress": _cumulative(progress), "items": items, "item_page": page,
         "item_pages": max(1, -(-stored // ITEMS_PER_PAGE)), "columns": _columns(items),
     }
+
+
+def waiting(manager: Any, crawlid: str) -> list[dict[str, Any]]:
+    """Why the crawl's tasks are not being fetched right now (:mod:`messaging.waits`), each with a line for people."""
+    rates = zk_rates(manager.zk, SitePaths(manager.config.settings.zk_root))
+    return [{**wait, "text": describe(wait)} for wait in crawl_waits(manager.redis, crawlid, rates)]
 
 
 def reason_rows(redis: Any, crawlid: str, stopped: bool = False) -> list[dict[str, Any]]:

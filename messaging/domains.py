@@ -79,6 +79,13 @@ def _quote(host: str) -> str:
     return repr(host if len(host) <= 80 else host[:75] + "…")
 
 
+def authority(url: str) -> str:
+    """The host a robots.txt belongs to: the lower-case host name, with the port when the URL names a port."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".").lower()
+    return f"{host}:{parts.port}" if parts.port else host
+
+
 def host_of(url: str) -> str:
     """The lower-case host of an absolute URL (no port, no trailing dot, no IPv6 brackets)."""
     try:

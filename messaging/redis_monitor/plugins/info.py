@@ -6,7 +6,9 @@ tasks ever enqueued, and the exact counts of :mod:`messaging.counts` (``pages`` 
 URL, ``restored``, ``failures`` by reason, ``start_failure``); ``items_in_mongodb`` counts the crawl's collection
 when MongoDB answers. ``dead_letters`` counts the crawl's tasks that the dispatcher could not place
 (``master:{seeds}:dead-letter-counts``), with the latest few and their reasons in ``dead_letter_samples``.
-``revisit`` (a crawl whose rule revisits pages, ``frontier.revisit``): :func:`revisit_summary`.
+``revisit`` (a crawl whose rule revisits pages, ``frontier.revisit``): :func:`revisit_summary`. ``waiting``: why
+the crawl's tasks are not being fetched right now, each reason with its figures (:mod:`messaging.waits`: paced by
+its site's rate with the next slot, robots.txt pending, blocked, backlog full, no worker of its type).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from messaging.clients import RedisClient, as_text
 from messaging.counts import read_counts
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin
+from messaging.siteconfig import SitePaths
 from messaging.tasks import CrawlFields
+from messaging.waits import crawl_waits, zk_rates
 
 logger = logging.getLogger("crawlfleet.redis_monitor")
 _NUMBERS = (CrawlFields.PAGES, CrawlFields.ITEMS, CrawlFields.ENQUEUED, CrawlFields.CREATED, CrawlFields.FINISHED)
@@ -113,11 +117,21 @@ class InfoPlugin(Plugin):
             answer.update(read_counts(context.redis, crawlid).as_dict())
         answer.update(crawl_info(context.redis, crawlid))
         answer.update(dead_letters(context.redis, crawlid))
+        answer["waiting"] = crawl_waits(context.redis, crawlid, self._rates(context)) if raw else []
         revisit = revisit_summary(context.redis, crawlid)
         if revisit is not None:
             answer["revisit"] = revisit
         answer["items_in_mongodb"] = self._mongo_count(context, crawlid)
         return answer
+
+    @staticmethod
+    def _rates(context: Context) -> Any:
+        try:
+            zk = context.zk()
+        except Exception as exc:  # ZooKeeper away: the reasons come without their rates
+            logger.warning("redis-monitor: no site rates for the info answer (ZooKeeper: %s)", exc)
+            return lambda domain: None
+        return zk_rates(zk, SitePaths(context.settings.zk_root))
 
     @staticmethod
     def _mongo_count(context: Context, crawlid: str) -> int | None:
