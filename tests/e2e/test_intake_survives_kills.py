@@ -18,6 +18,7 @@ from frontier.registry import WorkerInfo, WorkerRegistry
 from messaging import clients, keys
 from messaging.kafka_monitor.monitor import topic_partitions
 from messaging.settings import load
+from messaging.siteconfig import Rate, SitePaths, write_defaults
 from messaging.tasks import Task, push_seeds
 from tests.plugins.fleet import leader_of
 from tests.plugins.services import read_topic
@@ -60,6 +61,9 @@ def test_the_fleet_survives_kills_restarts_and_hostile_requests(cf, procs, tmp_p
     wait_for(redis.ping, 20, "the test's Redis")
     clients.ensure_topics(settings, topic_partitions(settings))
 
+    # 17 sites, every task dispatched to the one worker: the sites are fast (at the default rate each site's share of
+    # the queues, master.shares, would keep most of its tasks in seeds)
+    write_defaults(cf.zk(), SitePaths(cf.settings.zk_root), Rate(600_000, 60))
     registry = WorkerRegistry(redis)
     registry.register(WorkerInfo("w", "list", "127.0.0.1", "test", 1))
     stop = threading.Event()

@@ -54,7 +54,8 @@ def test_a_raised_rate_is_used_within_two_seconds_and_a_lowered_one_too(fleet: A
                   "rule": DEMO_UNIVERSAL_RULE})
     wait_for(lambda: served.count() >= 1, 60, "the home page fetched")
     queued = [keys.queue(job, NEWS) for job in fleet.workers]
-    wait_for(lambda: sum(fleet.redis.zcard(key) for key in queued) >= 5, 60, "the home page's links queued")
+    # its share of the workers' queues: 2 minutes of its hits (master.shares); the other links wait in seeds
+    wait_for(lambda: sum(fleet.redis.zcard(key) for key in queued) >= 2, 60, "the home page's links queued")
     first = served.count()
     assert first == 1, f"the next page is a minute away: nothing else may have been fetched: {fleet.served(NEWS)}"
 
