@@ -25,6 +25,8 @@ election node is released, and the process exits, so a standby takes over at onc
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -46,6 +48,7 @@ from master.schedules import ScheduleFirer
 from master.staging import LeadershipLost, send_dead_letters
 from messaging import clients, modules
 from messaging.clock import RedisClock
+from messaging.delivery import Delivery, Record
 from messaging.health import Beat, Health
 from messaging.identity import node_name
 from messaging.outage import OutageLog
@@ -57,7 +60,8 @@ logger = logging.getLogger(__name__)
 STATS_MODULE = modules.MASTER
 LEAVE_CHECK_SECONDS = 1.0
 LEFT_WINDOW_SECONDS = 300.0  # a job that left (retired itself) this recently is checked for tasks to hand back
-REPORTER_JOIN_SECONDS = 35.0  # a send waits at most 30 s for Kafka
+SEND_SECONDS = 30.0  # a send waits this long for Kafka's acknowledgement (then the next check waits again)
+REPORTER_JOIN_SECONDS = SEND_SECONDS + 5
 ALERTED_EVENTS = ("worker_left", "dead_letters")  # deploy/monitoring/alerts.yml reads their counters
 
 
@@ -70,8 +74,7 @@ class MasterService:
         self.clock = RedisClock(self.redis)
         self.registry = WorkerRegistry(self.redis)
         self.leadership = Leadership(self.zk, self.redis, SitePaths(settings.zk_root).election, self.identifier)
-        self._producer: Any = None
-        self._producer_lock = threading.Lock()
+        self.delivery = Delivery(settings, self.redis)  # outbound records once each (messaging.delivery)
         self.stats = Stats(self.redis, STATS_MODULE)
         for plugin in ALERTED_EVENTS:  # a series from 0, so that the alert rules' increase() sees the first one
             EVENTS.labels(STATS_MODULE, plugin)
@@ -96,8 +99,7 @@ class MasterService:
         self.leadership.stop()
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.close(timeout=5)
+        self.delivery.close(timeout=5)
         self.zk.stop()
         self.zk.close()
         self.redis.close()
@@ -158,6 +160,8 @@ class MasterService:
                 reporter.join(timeout=REPORTER_JOIN_SECONDS)
             if notifier.is_alive():  # at most one delivery attempt in flight
                 notifier.join(timeout=2 * settings.notify_timeout + 5)
+            # what the producer still holds is not this leader's to deliver any more: its successor reads the notes
+            self.delivery.abandon()
 
     def _redis_was_away(self) -> bool:
         """Whether this master saw Redis (or ZooKeeper, for its election) fail within the last heartbeat TTL."""
@@ -239,38 +243,16 @@ class MasterService:
             self.stats.incr("requeued", moved)
 
     def _send(self, event: dict[str, Any]) -> None:
-        """Produce one event and wait for Kafka's acknowledgement; on failure the producer is discarded with what
-        it buffers, so that the event is not delivered late *and* again by the finisher's next attempt."""
-        producer = self._kafka()
-        try:
-            producer.send(self.settings.topic_outbound, event, key=event["crawlid"]).get(timeout=30)
-            producer.flush(timeout=30)
-        except Exception:
-            self._discard(producer)
-            raise
-
-    def _discard(self, producer: Any) -> None:
-        with self._producer_lock:
-            if self._producer is producer:
-                self._producer = None
-        clients.discard_producer(producer)
+        """Produce one event and wait for Kafka's acknowledgement (DeliveryPending after 30 s: the producer keeps it,
+        and the finisher's next attempt waits for that same send; messaging.delivery)."""
+        self.delivery.send([Record(self.settings.topic_outbound, event, event["crawlid"], event["event_id"])],
+                           timeout=SEND_SECONDS)
 
     def _send_failed(self, records: list[dict[str, Any]]) -> None:
         """Dead letters to the failed topic (keyed by crawl), acknowledged before this returns."""
-        producer = self._kafka()
-        futures = [producer.send(self.settings.topic_failed, record, key=record.get("crawlid") or None)
-                   for record in records]
-        try:
-            producer.flush(timeout=30)
-            for future in futures:
-                future.get(timeout=30)
-        except Exception:
-            self._discard(producer)
-            raise
+        self.delivery.send([Record(self.settings.topic_failed, record, record.get("crawlid") or None,
+                                   f"dead-letter:{_digest(record)}") for record in records], timeout=SEND_SECONDS)
 
-    def _kafka(self) -> Any:
-        with self._producer_lock:
-            if self._producer is None:
-                self._producer = clients.kafka_producer(self.settings)
-            return self._producer
 
+def _digest(record: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(record, sort_keys=True).encode()).hexdigest()

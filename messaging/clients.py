@@ -88,7 +88,12 @@ def _bootstrap(settings: Settings) -> list[str]:
 
 
 def kafka_producer(settings: Settings | None = None, **kwargs: Any) -> Any:
-    """A JSON producer: values are dicts, acknowledged by the leader, retried, in order per partition."""
+    """A JSON producer: values are dicts, in order per partition, retried for CRAWLFLEET_KAFKA_DELIVERY_TIMEOUT.
+
+    Idempotent (CRAWLFLEET_KAFKA_IDEMPOTENCE, with acks=all as it requires): a request that timed out while the broker
+    was paused, and that the broker had kept, is dropped by the broker when the producer retries it (a Kafka pause
+    once put ``crawl_finished`` on the topic twice that way). kafka-python leaves idempotence off, with a warning, for
+    a broker older than 0.11; a caller that asks for weaker ``acks`` gets a producer without it."""
     from kafka import KafkaProducer
 
     settings = _settings(settings)
@@ -96,16 +101,24 @@ def kafka_producer(settings: Settings | None = None, **kwargs: Any) -> Any:
         "bootstrap_servers": _bootstrap(settings),
         "value_serializer": JsonValues(),
         "key_serializer": Utf8Keys(),
-        "acks": 1,
-        "enable_idempotence": False,  # kafka-python's idempotent producer needs acks=all; say so, don't log it
-        "retries": 5,
         "linger_ms": 5,
         "max_in_flight_requests_per_connection": 1,
         "request_timeout_ms": 15000,
+        "delivery_timeout_ms": int(settings.kafka_delivery_timeout * 1000),
     }
+    weaker = kwargs.get("acks", "all") not in ("all", -1)
+    if settings.kafka_idempotence and not weaker:
+        options["acks"] = "all"  # kafka-python's default enable_idempotence (True) then holds
+    else:
+        options.update(acks=1, enable_idempotence=False, retries=5)
     options.update(kafka_security(settings))
     options.update(kwargs)
     return KafkaProducer(**options)
+
+
+def is_idempotent(producer: Any) -> bool:
+    """Whether kafka-python made ``producer`` idempotent (the broker supports it and nothing asked otherwise)."""
+    return bool(getattr(producer, "config", {}).get("enable_idempotence"))
 
 
 def discard_producer(producer: Any) -> None:

@@ -392,6 +392,17 @@ DEAD_LETTER_OUTBOX = "master:{seeds}:dead-letter-outbox"
 """list: dead-letter records not yet produced to the failed topic; the leader sends them, then trims them off."""
 
 
+# --- outbound records (messaging.delivery) ----------------------------------------------------------------------
+def delivery_note(record_id: str) -> str:
+    """string with TTL: ``topic, partition, offset, state`` (tab-separated) of an outbound record (its id: an event's
+    ``event_id``, an answered request's stream entry, a rejected record's offset), written before its first attempt
+    (``sending``: it will be found from that offset on) and again once Kafka acknowledged it (``sent``). The next
+    sender of the same record (a retry, a new leader, a monitor handling a redelivered request) sends nothing for a
+    ``sent`` note and, for a ``sending`` one, reads the partition for the record's id first (``messaging.delivery``).
+    Kept for CRAWLFLEET_INTAKE_DEDUP_TTL."""
+    return f"delivery:{record_id}"
+
+
 # --- stats (seed tables 4-4, 4-5, 4-6) ---------------------------------------------------------------------------
 def stats_counter(module: str, plugin: str, window: str | int) -> str:
     """counter: what a module's plugin did in the window: seconds (a hash of time buckets, ``messaging.stats``),

@@ -158,6 +158,14 @@ define("CRAWLFLEET_KAFKA_SSL_CERTFILE", "", "Client certificate for SSL.", group
 define("CRAWLFLEET_KAFKA_SSL_KEYFILE", "", "Client key for SSL.", group="kafka")
 define("CRAWLFLEET_KAFKA_SESSION_TIMEOUT_MS", 10000, "Consumer-group session timeout.", group="kafka", parse=int)
 define("CRAWLFLEET_KAFKA_HEARTBEAT_MS", 1000, "Consumer-group heartbeat interval.", group="kafka", parse=int)
+define("CRAWLFLEET_KAFKA_IDEMPOTENCE", True,
+       "Idempotent producing (acks=all): the broker drops a batch the producer retries after a timeout when it kept "
+       "the first one. kafka-python turns it off by itself (and logs it) for a broker older than 0.11; turn it off "
+       "for a broker that claims support and fails it.", group="kafka", parse=parse_bool)
+define("CRAWLFLEET_KAFKA_DELIVERY_TIMEOUT", 120.0,
+       "Seconds the producer keeps retrying a record (idempotently) before it gives up; after that the record is "
+       "sent again only if a read of its partition does not find it (messaging.delivery).", group="kafka",
+       parse=float)
 define("CRAWLFLEET_TOPIC_INCOMING", "crawlfleet.incoming", "Topic of incoming requests.", group="kafka")
 define("CRAWLFLEET_TOPIC_OUTBOUND", "crawlfleet.outbound", "Topic of answers and events.", group="kafka")
 define("CRAWLFLEET_TOPIC_FAILED", "crawlfleet.failed", "Topic of rejected requests, with the reason.",

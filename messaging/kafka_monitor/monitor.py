@@ -3,10 +3,11 @@
 Per poll (up to CRAWLFLEET_KAFKA_MONITOR_BATCH records): every record is decoded, recognised and validated; the
 valid ones pass through the plugin chain (CRAWLFLEET_KAFKA_MONITOR_PLUGINS, in order); the batch's Redis writes are
 done in a few round trips; rejections go to the failed topic (the original, truncated, with the reason) and, when the
-request carried a ``uuid``, an answer goes to the outbound topic; the producer is flushed; then the offsets are
+request carried a ``uuid``, an answer goes to the outbound topic; Kafka acknowledges them; then the offsets are
 committed. When anything before the commit fails (Redis or Kafka unreachable), the consumer seeks back to the batch's
 first offsets and tries again after a pause, so a request is never skipped; the idempotence keys make the retry
-harmless.
+harmless, and so do the answers' and rejections' ids (their source record's offset): ``messaging.delivery`` sends
+each of them once, also to a monitor that gets the batch again after another one died before its commit.
 
 Back-pressure: while ``seeds`` holds more than CRAWLFLEET_SEEDS_HIGH_WATER tasks the monitor pauses its partitions
 (``KafkaConsumer.pause``: it stays in the group, fetches nothing) and resumes below CRAWLFLEET_SEEDS_LOW_WATER.
@@ -26,6 +27,7 @@ from kafka.errors import CommitFailedError
 from messaging import clients, keys, modules, request_kinds
 from messaging.answers import answer_for, failed_record
 from messaging.clients import RedisClient
+from messaging.delivery import Delivery, Record
 from messaging.health import Beat, Health, outage_clear
 from messaging.kafka_monitor.batch import DUPLICATE, REDELIVERED, REJECTED, Batch, Incoming
 from messaging.kafka_monitor.plugins import Plugin
@@ -73,7 +75,7 @@ class KafkaMonitor:
         self.plugins = plugins if plugins is not None else load_plugins(request_kinds.kafka_chain(settings))
         self.stats = Stats(self.redis, MODULE)
         self.consumer: Any = None
-        self.producer: Any = None
+        self.delivery = Delivery(settings, self.redis)
         self.assigned: set[Any] = set()
         self.paused = False
         self._stop = threading.Event()
@@ -90,7 +92,6 @@ class KafkaMonitor:
     # --- lifecycle -----------------------------------------------------------------------------------------------
     def connect(self) -> None:
         clients.ensure_topics(self.settings, topic_partitions(self.settings))
-        self.producer = clients.kafka_producer(self.settings)
         self.consumer = clients.kafka_consumer(
             self.settings, group_id=self.settings.kafka_group, max_poll_records=self.settings.kafka_monitor_batch,
             max_partition_fetch_bytes=max(1 << 20, self.settings.max_message_bytes * 2), fetch_max_bytes=64 << 20)
@@ -102,8 +103,7 @@ class KafkaMonitor:
     def close(self) -> None:
         if self.consumer is not None:
             self.consumer.close(autocommit=False)
-        if self.producer is not None:
-            self.producer.close(timeout=10)
+        self.delivery.close(timeout=10)
 
     def run(self) -> None:
         """Consume until :meth:`stop`; every failure before a commit is retried from the batch's first offsets."""
@@ -190,21 +190,19 @@ class KafkaMonitor:
         return incoming
 
     def _report(self, incoming: list[Incoming]) -> None:
-        futures = []
+        records: list[Record] = []
         rejected = 0
         for item in incoming:
+            source = f"{item.topic}:{item.partition}:{item.offset}"
             if item.rejection is not None:
                 rejected += 1
-                futures.append(self.producer.send(self.settings.topic_failed, failed_record(item)))
+                records.append(Record(self.settings.topic_failed, failed_record(item), None, f"rejected:{source}"))
                 logger.debug("kafka-monitor: rejected %s[%d]@%d: %s", item.topic, item.partition, item.offset,
                              item.rejection.reason)
             answer = answer_for(item)
             if answer is not None:
-                futures.append(self.producer.send(self.settings.topic_outbound, answer, key=answer["uuid"]))
-        self.producer.flush(timeout=30)
-        for future in futures:
-            if future.failed():
-                raise future.exception
+                records.append(Record(self.settings.topic_outbound, answer, answer["uuid"], f"answer:{source}"))
+        self.delivery.send(records, timeout=30)
         if rejected:
             logger.info("kafka-monitor: rejected %d of %d requests (reasons on %s)", rejected, len(incoming),
                         self.settings.topic_failed)

@@ -32,6 +32,7 @@ from messaging import clients, keys, modules, request_kinds
 from messaging.answers import ERROR, OK, REJECTED, answer
 from messaging.clients import RedisClient, as_text
 from messaging.clock import Clock
+from messaging.delivery import Delivery, Record
 from messaging.health import Beat, Health, outage_clear
 from messaging.outage import OutageLog
 from messaging.plugins import load_plugins
@@ -59,7 +60,9 @@ class RedisMonitor:
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.redis = redis if redis is not None else clients.redis_client(settings)
-        self.producer = producer
+        # answers once each on the topic (messaging.delivery), by their stream entry: a retry after a Kafka timeout,
+        # or the monitor that takes over a dead one's request, does not answer it twice
+        self.delivery = Delivery(settings, self.redis, (lambda: producer) if producer is not None else None)
         self.plugins: list[Plugin] = (plugins if plugins is not None
                                       else load_plugins(request_kinds.redis_chain(settings)))
         self.streams: dict[str, Plugin] = {}
@@ -87,8 +90,6 @@ class RedisMonitor:
         health.ready("answers", outage_clear(self.outage))
 
     def connect(self) -> None:
-        if self.producer is None:
-            self.producer = clients.kafka_producer(self.settings)
         if any(plugin.kind == "site" for plugin in self.plugins):
             self.context.zk()  # connect now: the first site change should not wait for a ZooKeeper session
         self._ensure_groups()
@@ -102,8 +103,7 @@ class RedisMonitor:
         except Exception:  # Redis away: the other monitors forget this consumer later
             logger.debug("redis-monitor: could not leave the consumer group", exc_info=True)
         self.context.close()
-        if self.producer is not None:
-            self.producer.close(timeout=10)
+        self.delivery.close(timeout=10)
 
     def run(self) -> None:
         while not self._stop.is_set():
@@ -154,7 +154,8 @@ class RedisMonitor:
                 request = {}
             result = self._answer(plugin, key, request if isinstance(request, dict) else {})
             if result.get("uuid"):
-                self.producer.send(self.settings.topic_outbound, result, key=result["uuid"]).get(timeout=30)
+                self.delivery.send([Record(self.settings.topic_outbound, result, result["uuid"],
+                                           f"answer:{stream}:{entry_id}")], timeout=30)
             self._done(keys=[stream, key], args=[GROUP, entry_id])
         self.stats.incr(plugin.name)
         if result["status"] == ERROR:

@@ -6,6 +6,7 @@
   settings (``cf.settings``); emptied afterwards.
 - ``procs`` (per test): starts child processes and stops every one of them by PID at teardown.
 - ``redis_cluster`` (session) and ``cf_cluster`` (per test): the same against a 3-master Redis Cluster.
+- ``own_kafka`` (per test): a Kafka broker (Tansu) of the test's own, to pause or stop; ``cf`` points at it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -181,6 +183,42 @@ def cf_cluster(cf: Isolated, redis_cluster: dict[str, Any]) -> Iterator[Isolated
     finally:
         isolated.close()
         flush_cluster(port)
+
+
+@dataclass
+class OwnKafka:
+    """A broker of one test's own: :meth:`pause` (SIGSTOP) and :meth:`resume` it; stopped by PID afterwards."""
+
+    record: Any
+
+    @property
+    def pid(self) -> int:
+        return int(self.record.pids[0])
+
+    def pause(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def own_kafka(cf: Isolated, tmp_path: Path) -> Iterator[OwnKafka]:
+    """A Kafka broker for this test alone (it may pause it); ``cf`` (its env and settings) points at it."""
+    from deploy.procs import free_port, pid_alive
+    from deploy.services.kafka import KafkaService
+
+    service = KafkaService(port=free_port())
+    record = service.start(tmp_path)
+    try:
+        service.wait_ready(record, 60)
+        cf.env["CRAWLFLEET_KAFKA_BOOTSTRAP"] = f"127.0.0.1:{record.port}"
+        cf.settings = load(cf.env)
+        yield OwnKafka(record)
+    finally:
+        if pid_alive(record.pids[0]):
+            os.kill(record.pids[0], signal.SIGCONT)  # a stopped broker cannot stop
+        service.stop(record)
 
 
 def read_topic(settings: Settings, topic: str, count: int, timeout: float = 30) -> list[dict[str, Any]]:
