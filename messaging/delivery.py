@@ -81,12 +81,16 @@ class Delivery:
     """Produces records once each (see the module docstring); thread-safe."""
 
     def __init__(self, settings: Settings, redis: RedisClient | None = None,
-                 producer_factory: Callable[[], Any] | None = None) -> None:
-        """With ``redis`` the notes of where each record is outlive this process (CRAWLFLEET_INTAKE_DEDUP_TTL)."""
+                 producer_factory: Callable[[], Any] | None = None,
+                 reader_factory: Callable[[], Any] | None = None) -> None:
+        """With ``redis`` the notes of where each record is outlive this process (CRAWLFLEET_INTAKE_DEDUP_TTL); the
+        reader (a consumer without a group) answers offsets and reads partitions for the check."""
         self.settings = settings
         self.redis = redis
         self.note_ttl = max(60, int(settings.intake_dedup_ttl))
         self._factory = producer_factory or (lambda: clients.kafka_producer(settings, max_block_ms=MAX_BLOCK_MS))
+        self._reader_factory = reader_factory or (
+            lambda: clients.kafka_consumer(settings, group_id=None, enable_auto_commit=False))
         self._producer: Any = None
         self._reader: Any = None
         self._lock = threading.RLock()
@@ -241,7 +245,7 @@ class Delivery:
 
     def _offsets(self) -> Any:
         if self._reader is None:
-            self._reader = clients.kafka_consumer(self.settings, group_id=None, enable_auto_commit=False)
+            self._reader = self._reader_factory()
         return self._reader
 
     def _partition(self, record: Record) -> int:

@@ -31,6 +31,8 @@ class SettingsFields:
     kafka_ssl_keyfile: str
     kafka_session_timeout_ms: int
     kafka_heartbeat_ms: int
+    kafka_idempotence: bool
+    kafka_delivery_timeout: float
     topic_incoming: str
     topic_outbound: str
     topic_failed: str
@@ -84,6 +86,7 @@ class SettingsFields:
     weight_window_minutes: int
     dispatch_headroom: float
     dispatch_backlog_minutes: float
+    dispatch_site_minutes: float
     dispatch_initial_rate: float
     dispatch_batch: int
     dispatch_scan: int

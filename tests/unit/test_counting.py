@@ -1,4 +1,4 @@
-"""What a failed task counts as, and a crawl_finished send that fails leaves nothing behind to be delivered late."""
+"""What a failed task counts as, and a crawl_finished send that times out is waited for, never sent twice."""
 
 from __future__ import annotations
 
@@ -26,49 +26,66 @@ def test_an_http_error_counts_by_status_and_a_download_error_by_its_type():
 
 
 class _Future:
-    def get(self, timeout: float) -> Any:
-        raise TimeoutError("Kafka away")
+    """A send the broker holds (paused): not done until :meth:`land`."""
 
-
-class _Sender:
     def __init__(self) -> None:
-        self.forced = False
+        self.is_done = False
+        self.value: Any = None
 
-    def force_close(self) -> None:
-        self.forced = True
+    def get(self, timeout: float) -> Any:
+        if not self.is_done:
+            raise TimeoutError("Kafka away")
+        return self.value
+
+    def land(self, offset: int) -> None:
+        self.is_done, self.value = True, type("Metadata", (), {"offset": offset})()
+
+    def succeeded(self) -> bool:
+        return self.is_done
 
 
 class _Producer:
-    """A producer whose send times out while the record stays buffered (what kafka-python does)."""
+    """Records what is sent; every send is held until the test lands it."""
+
+    config = {"enable_idempotence": True}
 
     def __init__(self) -> None:
-        self._sender = _Sender()
-        self.buffered: list[Any] = []
-        self.closed = False
+        self.sent: list[tuple[Any, _Future]] = []
 
-    def send(self, topic: str, value: Any, key: Any = None) -> _Future:
-        self.buffered.append(value)
-        return _Future()
+    def partitions_for(self, topic: str) -> set[int]:
+        return {0, 1, 2, 3}
 
-    def flush(self, timeout: float) -> None:
-        pass
-
-    def close(self, timeout: float) -> None:
-        self.closed = True
+    def send(self, topic: str, value: Any, key: Any = None, partition: Any = None, headers: Any = None) -> _Future:
+        future = _Future()
+        self.sent.append((value, future))
+        return future
 
 
-def test_a_timed_out_crawl_finished_is_aborted_in_the_producer_not_delivered_late(tmp_path, monkeypatch):
+class _Reader:
+    def end_offsets(self, partitions: list[Any], timeout_ms: int | None = None) -> dict[Any, int]:
+        return dict.fromkeys(partitions, 0)
+
+
+def test_a_timed_out_crawl_finished_is_waited_for_not_sent_again(tmp_path, monkeypatch):
     from master.service import MasterService
     from messaging import clients
+    from messaging.delivery import Delivery, DeliveryPending
 
     monkeypatch.setattr(clients, "zk_client", lambda settings: object())  # no ZooKeeper needed for a send
     service = MasterService(load({"CRAWLFLEET_RUN_DIR": str(tmp_path)}), identifier="m")
-    first = _Producer()
-    service._producer = first
-    with pytest.raises(TimeoutError):
-        service._send({"crawlid": "c", "event": "crawl_finished"})
-    assert first._sender.forced and first.closed  # its buffered copy is dropped, not sent when Kafka returns
-    assert service._producer is None  # the next attempt gets a new producer
+    producer = _Producer()
+    service.delivery = Delivery(service.settings, producer_factory=lambda: producer, reader_factory=_Reader)
+    event = {"crawlid": "c", "event": "crawl_finished", "event_id": "c@1"}
+    monkeypatch.setattr("master.service.SEND_SECONDS", 0.05)
+    with pytest.raises(DeliveryPending):
+        service._send(event)
+    with pytest.raises(DeliveryPending):
+        service._send(event)  # the finisher's next attempt: the same send is waited for ...
+    assert len(producer.sent) == 1  # ... no second copy is made
+    producer.sent[0][1].land(7)
+    service._send(event)  # Kafka took it
+    service._send(event)  # and an attempt after that sends nothing
+    assert len(producer.sent) == 1
 
 
 class _Registry:
