@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,6 +15,7 @@ from rich.table import Table
 from deploy import fleet as local_fleet
 from deploy import services as local_services
 from deploy.demoweb import DEFAULT_PAGES, DemoWebError, demoweb_status
+from deploy.keeper import supervisor_status
 from messaging import spider_types
 from messaging.clients import as_text
 from messaging.settings import load
@@ -105,19 +107,41 @@ def fleet() -> None:
 @fleet.command("status")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: each process with its pid and liveness.")
 def fleet_status(as_json: bool) -> None:
-    """List the fleet's processes, alive or dead; exits 1 when one is dead or no fleet is recorded."""
+    """List the fleet's processes, alive or dead, and say how its supervisor is (missing, hung); exits 1 when a
+    process is dead, the supervisor is missing or hangs, or no fleet is recorded."""
     run_dir = _run_dir()
-    report = local_fleet.status(run_dir)
+    report = {**local_fleet.status(run_dir), "supervisor": _supervisor(run_dir)}
     if as_json:
         click.echo(json.dumps(report, sort_keys=True))
     else:
         _show(run_dir)
     healthy = report["processes"] and all(process["alive"] for process in report["processes"])
-    sys.exit(0 if healthy else 1)
+    sys.exit(0 if healthy and report["supervisor"]["state"] in ("ok", "none") else 1)
+
+
+def _supervisor(run_dir: str) -> dict[str, Any]:
+    return supervisor_status(Path(run_dir).resolve(), load().supervisor_heartbeat_ttl)
 
 
 def _show(run_dir: str) -> None:
     console.print(fleet_table(local_fleet.status(run_dir), demoweb_status(run_dir)))
+    if local_fleet.status(run_dir)["processes"]:
+        console.print(supervisor_line(_supervisor(run_dir)))
+
+
+def supervisor_line(status: dict[str, Any]) -> str:
+    """What the status says of the supervisor (rich markup)."""
+    state, pid, age = status["state"], status["pid"], status.get("heartbeat_age")
+    if state == "ok":
+        beat = f", heartbeat {age:.1f} s ago" if age is not None else ", starting"
+        return f"supervisor: [green]running[/] (pid {pid}{beat}); the masters restart it if it dies or hangs"
+    if state == "missing":
+        return (f"supervisor: [red]MISSING[/] (pid {pid} is not running): nothing restarts dead processes until a "
+                "master starts it again (every second; `crawlfleet up` does too)")
+    if state == "hung":
+        return (f"supervisor: [red]HUNG[/] (pid {pid}, no heartbeat for {age:.0f} s): the masters kill it and "
+                "start another")
+    return "supervisor: none (this fleet runs without one: `crawlfleet demo`)"
 
 
 def fleet_table(report: dict[str, Any], web: dict[str, Any] | None = None) -> Table:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,13 +15,20 @@ from messaging.settings import load
 @click.command("master")
 @click.option("--id", "identifier", default=None,
               help="Name of this master in the election (default: <node name>:<pid>).")
-def master(identifier: str | None) -> None:
+@click.option("--keep-supervisor", is_flag=True,
+              help="Also keep the local fleet's supervisor running: start it again when it dies or hangs "
+                   "(`crawlfleet up` starts its masters so).")
+def master(identifier: str | None, keep_supervisor: bool) -> None:
     """Dispatch tasks from seeds to the workers (weighted round robin with feedback), detect worker leaves,
     announce finished crawls. Several may run: a ZooKeeper election picks the one that dispatches."""
     from master.service import STATS_MODULE, MasterService
 
     settings = load()
     setup_logging(settings.log_level)
+    if keep_supervisor:
+        from deploy.keeper import keep
+
+        keep(Path(settings.run_dir).resolve(), settings.supervisor_heartbeat_ttl, threading.Event())
     service = MasterService(settings, identifier)
     _register_metrics(service, settings)
     run_service(service, settings, STATS_MODULE, lambda url: f"master {service.identifier}: running (metrics {url})")

@@ -25,7 +25,8 @@ Supervision (``FleetSpec.supervise``): the fleet's last process is ``crawlfleet 
 which restarts in place a service that stays unhealthy (checked through a write) past a bound, starts a process that
 died again, and replaces a worker the master retired (hung, stopped) — with back-off, saying why in its log — and
 keeps the Prometheus ``file_sd`` file of every /metrics endpoint current (:mod:`messaging.discovery`; ``up`` writes
-it first).
+it first). Its masters run with ``--keep-supervisor`` and start the supervisor again when it dies or hangs
+(:mod:`deploy.keeper`).
 """
 
 from __future__ import annotations
@@ -118,9 +119,11 @@ def cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "deploy.cli", *args]
 
 
-def master_process(number: int) -> FleetProcess:
+def master_process(number: int, keep_supervisor: bool = False) -> FleetProcess:
+    """A master; ``keep_supervisor``: it also keeps the fleet's supervisor running (``deploy.keeper``)."""
     identifier = f"m{number}"
-    return FleetProcess(f"master-{identifier}", "master", cli_argv("master", "--id", identifier),
+    keep = ["--keep-supervisor"] if keep_supervisor else []
+    return FleetProcess(f"master-{identifier}", "master", cli_argv("master", "--id", identifier, *keep),
                         ready=f"master {identifier}: running")
 
 
@@ -140,7 +143,7 @@ def supervisor_process() -> FleetProcess:
 
 def plan(spec: FleetSpec, host: str, next_numbers: Mapping[str, int]) -> list[FleetProcess]:
     """The processes of a new fleet, in start order; worker numbers continue from ``next_numbers`` (per spider)."""
-    processes = [master_process(n) for n in range(1, spec.masters + 1)] + monitor_processes()
+    processes = [master_process(n, spec.supervise) for n in range(1, spec.masters + 1)] + monitor_processes()
     for spider in SPIDER_TYPES:
         first = next_numbers.get(spider, 1)
         count = spec.workers.get(spider, 0)

@@ -13,9 +13,11 @@ first, so that it never restarts what is being stopped. Every CRAWLFLEET_SUPERVI
   configured number of workers.
 
 A restart of the same thing within a short time waits longer each time (CRAWLFLEET_SUPERVISE_BACKOFF doubling up to
-CRAWLFLEET_SUPERVISE_BACKOFF_MAX): a service that cannot start is not hammered. The decisions are made by
-:meth:`Supervisor.check` on an injectable clock; the actions go through :class:`FleetActions`. After each check it
-also rewrites the Prometheus ``file_sd`` file of the cluster's /metrics endpoints (:mod:`messaging.discovery`).
+CRAWLFLEET_SUPERVISE_BACKOFF_MAX): a service that cannot start is not hammered. The supervisor is watched in turn: it
+writes a heartbeat every second from a thread of its own, and every master of the fleet starts it again when its
+process is gone or its heartbeat is older than CRAWLFLEET_SUPERVISOR_HEARTBEAT_TTL (``deploy.keeper``). The decisions
+are made by :meth:`Supervisor.check` on an injectable clock; the actions go through :class:`FleetActions`. After each
+check it also rewrites the Prometheus ``file_sd`` file of the cluster's /metrics endpoints (:mod:`messaging.discovery`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from urllib.parse import urlsplit
 
 from deploy import fleet as local_fleet
 from deploy import services as local_services
+from deploy.keeper import beat_forever
 from deploy.services.base import ServiceRecord
 from deploy.state import locked
 from messaging import clients, discovery, keys
@@ -207,6 +210,7 @@ def run(settings: Settings) -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    beat_forever(run_dir, stop)  # the masters keep a supervisor that stops beating running (deploy.keeper)
     logger.info("%s %s every %.1fs (restart after %.0fs unhealthy)", READY_LINE, run_dir,
                 settings.supervise_interval, settings.supervise_bound)
     while not stop.wait(settings.supervise_interval):

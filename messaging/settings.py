@@ -136,6 +136,10 @@ define("CRAWLFLEET_SUPERVISE_BACKOFF", 5.0,
        "restart in a row.", group="local", parse=float)
 define("CRAWLFLEET_SUPERVISE_BACKOFF_MAX", 120.0,
        "The longest wait between two restarts of the same service or process.", group="local", parse=float)
+define("CRAWLFLEET_SUPERVISOR_HEARTBEAT_TTL", 10.0,
+       "Seconds without a heartbeat (<run dir>/supervisor.beat, written every second) after which the fleet's masters "
+       "take its supervisor for hung, kill it and start another; a supervisor whose process is gone is started "
+       "again at once.", group="local", parse=float)
 
 # --- redis -------------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_REDIS_URL", "redis://127.0.0.1:6379/0",

@@ -19,6 +19,7 @@ class SettingsFields:
     supervise_bound: float
     supervise_backoff: float
     supervise_backoff_max: float
+    supervisor_heartbeat_ttl: float
     redis_url: str
     redis_cluster: bool
     kafka_bootstrap: str

@@ -53,7 +53,7 @@ def test_up_records_every_process_up_again_is_a_no_op_and_down_stops_them_all(tm
         state = read_state(tmp_path)
         processes = {process["name"]: process for process in state["fleet"]["processes"]}
         assert sorted(processes) == ["kafka-monitor", "master-m1", "master-m2", "redis-monitor", "supervisor"]
-        assert processes["master-m1"]["argv"][1:] == ["-m", "deploy.cli", "master", "--id", "m1"]
+        assert processes["master-m1"]["argv"][1:] == ["-m", "deploy.cli", "master", "--id", "m1", "--keep-supervisor"]
         for process in processes.values():
             assert pid_alive(process["pid"]), process
             log = Path(process["log"])
@@ -66,7 +66,9 @@ def test_up_records_every_process_up_again_is_a_no_op_and_down_stops_them_all(tm
 
         status = crawlfleet(tmp_path, "fleet", "status", "--json")
         assert status.returncode == 0, status.stdout + status.stderr
-        assert all(process["alive"] for process in json.loads(status.stdout)["processes"])
+        report = json.loads(status.stdout)
+        assert all(process["alive"] for process in report["processes"])
+        assert report["supervisor"]["state"] == "ok" and report["supervisor"]["pid"] == first["supervisor"]
 
         again = crawlfleet(tmp_path, "up", *NO_WORKERS)
         assert again.returncode == 0 and "already runs" in again.stdout, again.stdout + again.stderr

@@ -1,9 +1,11 @@
 """`crawlfleet up`'s supervisor, as a user runs the fleet (issue 29, items 1, 7, 8): MongoDB's data on disk; a MongoDB
 whose storage fails (ping answers, every write fails) restarted without a person; a worker SIGSTOPped past its
-heartbeat (retired and fenced by the master) killed and replaced; a killed process started again."""
+heartbeat (retired and fenced by the master) killed and replaced; a killed process started again; and (issue 37,
+item 5) the supervisor itself killed -9, started again by a master within 15 s, replacing a worker killed after."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -95,6 +97,20 @@ def test_the_supervisor_heals_storage_replaces_fenced_workers_and_restarts_the_d
                  "the redis monitor started again")
         log = supervisor_log.read_text()
         assert "replacing worker-" in log and "retired by the master" in log and "replacing redis-monitor" in log
+
+        # issue 37, item 5: the supervisor killed -9 is started again by a master, and then does its work
+        supervisor = fleet_processes(tmp_path)["supervisor"]["pid"]
+        kill_hard(supervisor)
+        wait_for(lambda: fleet_processes(tmp_path)["supervisor"]["pid"] != supervisor
+                 and pid_alive(fleet_processes(tmp_path)["supervisor"]["pid"]), 15, "the supervisor started again")
+        masters = [Path(p["log"]).read_text() for p in fleet_processes(tmp_path).values() if p["role"] == "master"]
+        assert any(f"supervisor (pid {supervisor}) is not running: starting it again" in text for text in masters)
+        status = crawlfleet(tmp_path, "fleet", "status", "--json")
+        assert json.loads(status.stdout)["supervisor"]["state"] == "ok", status.stdout
+        worker = next(p for p in fleet_processes(tmp_path).values() if p["role"] == "worker")
+        kill_hard(worker["pid"])
+        wait_for(lambda: any(p["role"] == "worker" and p["job"] != worker["job"] and pid_alive(p["pid"])
+                             for p in fleet_processes(tmp_path).values()), 60, "the killed worker replaced")
     finally:
         if proxy is not None:
             proxy.stop()
