@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import requests
 from deploy.procs import wait_for
 from frontier.registry import WorkerInfo, WorkerRegistry
 from messaging import keys
+from messaging.clock import RedisClock
 from tests.integration.test_manager_api import ManagerProcess
 from tests.plugins.services import Isolated, Processes
 
@@ -45,9 +47,16 @@ def test_a_crawls_page_and_an_unknown_crawl(cf: Isolated, procs: Processes, tmp_
     redis.hset(keys.crawl_totals("shown"), mapping={"pages": 66, "items": 40, "failed:HTTP 404": 20,
                                                     "failed:robots": 4, "failed:noindex": 2})
     redis.hset(keys.crawl_reasons("shown"), mapping={"HTTP 404": 20, "dropped: DropItem": 3})
+    # why it waits (issue 37): the dispatcher left 5 of its tasks in seeds, their site holding its share already
+    redis.hset(keys.PENDING_SEEDS, "shown", 5)
+    redis.hset(keys.DISPATCH_WAITS, "shown", json.dumps({"at": RedisClock(redis).now(), "waits": [
+        {"reason": "paced", "domain": "a.test", "tasks": 5, "held": 20, "quota": 20}]}))
     manager = ManagerProcess(procs, cf.env, tmp_path / "m").start()
     page = requests.get(f"{manager.url}/crawls/shown", timeout=30)
     assert page.status_code == 200, page.text
+    waiting = re.search(r'<div id="crawl-waiting">.*?</div>', page.text, re.S).group(0)
+    assert '<li data-reason="paced">paced: a.test allows 10 per 60 s (one every 6 s); next slot now; 5 wait in ' \
+           "seeds (20 in the workers&#39; queues, its share is 20)</li>" in waiting, waiting
     assert "<td>200</td><td>40</td>" in page.text and "<td>404</td><td>20</td>" in page.text
     assert "page 1 of 3" in page.text and 'id="next"' in page.text
     assert "<td>HTTP 404</td><td>20</td>" in page.text and "<td>dropped: DropItem</td><td>3</td>" in page.text
