@@ -38,11 +38,10 @@ sweep waits for the next one.
 Once: the state moves ``running`` -> ``finished`` in one script on ``crawl:<id>`` that also marks the event pending;
 the ``crawl_finished`` event (crawlid, userid, duration, and the exact counts of :mod:`messaging.counts`: pages and
 items once per canonical URL, re-processings as ``restored``, failed tasks by reason, why the start URL failed) is
-produced to the outbound topic, flushed, and then marked sent; only then does the crawl leave the candidates. A send
-that fails or times out discards the producer's buffered copy (``master.service``), so the event is not delivered
-late besides being sent again by the next check (a Kafka outage across a crawl's end once sent it twice). A master
-that dies between producing and marking makes the next leader produce it again (at least once; exactly once without
-a crash in that gap); every copy carries the same ``event_id``. Stopped
+produced to the outbound topic, acknowledged, and then marked sent; only then does the crawl leave the candidates.
+On the topic it is once (``messaging.delivery``, keyed by its ``event_id``): a send that times out is waited for by
+the next check, not made again (a Kafka pause across a crawl's end once put it there twice), and a master that dies
+between producing and marking leaves a note from which the next leader reads the partition before it sends. Stopped
 crawls and crawls without a ``crawl:<id>`` hash are never declared finished. The crawl's keys then expire after
 CRAWLFLEET_CRAWL_TTL, and so do the keys of its own Bloom filter (``frontier.bloom.crawl_namespace``), whose TTL
 otherwise only slides with activity.
