@@ -5,9 +5,9 @@
 ``--tasks`` tasks (default 200,000, over ``--domains`` domains) wait in ``seeds``; ``--workers`` workers of one spider
 type are registered with a measured history fast enough that no cap binds; the dispatcher's rounds (stage, land,
 settle per batch — the crash-safe path, with the weighted round robin, the budgets and the per-crawl counts) run
-until ``seeds`` is empty. Printed: tasks per second (goal >= 10,000). With ``--json`` the last line is
-``{"dispatch_per_s": ...}``. Redis: as in ``bench.dispatch_sim`` (CRAWLFLEET_REDIS_URL with an empty database, or
-a private server).
+until ``seeds`` is empty, each task checked against its site's share of the queues (a rate that never binds).
+Printed: tasks per second (goal >= 10,000). With ``--json`` the last line is ``{"dispatch_per_s": ...}``. Redis: as
+in ``bench.dispatch_sim`` (CRAWLFLEET_REDIS_URL with an empty database, or a private server).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import sys
 import time
 
 from bench.dispatch_sim import redis_for_bench
+from frontier.config_watch import StaticSiteConfig
 from frontier.registry import WorkerInfo, WorkerRegistry, record_completion
 from master.dispatcher import DispatchConfig, Dispatcher
 from messaging import keys
+from messaging.siteconfig import Rate
 from messaging.tasks import Task, push_seeds
 
 NOW = 1_700_000_000.0
@@ -45,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
             registry.register(WorkerInfo(job, "list", "127.0.0.1", "bench", w), now=NOW - 3600)
             for minute in range(1, 11):  # a history of ~args.tasks completions per minute: no cap binds
                 record_completion(redis, job, args.tasks * (w + 1), NOW - minute * 60)
-        dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(batch=args.batch))
+        # site shares checked for every task, as the master does, at a rate that never binds (master.shares)
+        dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(batch=args.batch),
+                                sites=StaticSiteConfig(Rate(10**9, 60)))
         started = time.perf_counter()
         moved = rounds = 0
         while redis.zcard(keys.SEEDS):
