@@ -86,7 +86,8 @@ def describe(wait: dict[str, Any]) -> str:
     if reason == PACED:
         rate = Rate(int(wait["rate"]), float(wait["window"])).describe() if wait.get("rate") is not None else "?"
         slot = wait.get("next_slot_in")
-        slot_text = f"next slot in {slot:.1f} s" if slot is not None and slot > 0 else "next slot now"
+        slot_text = ("next slot unknown" if slot is None else f"next slot in {slot:.1f} s" if slot > 0
+                     else "next slot now")
         where = (f"{tasks} wait in seeds ({wait['held']} in the workers' queues, its share is {wait['quota']})"
                  if wait.get("where") == "seeds" else f"{tasks} in the workers' queues")
         return f"paced: {wait['domain']} allows {rate}; {slot_text}; {where}"
