@@ -5,7 +5,6 @@ the producer's own retry, and the master's second attempt after the first one ti
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -13,9 +12,9 @@ import pytest
 
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
 from deploy.procs import wait_for
-from messaging import clients, keys
-from messaging.answers import partitions_of
+from messaging import keys
 from messaging.tasks import CrawlFields
+from tests.plugins.services import read_all
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -25,18 +24,7 @@ PAUSE = 30.0
 
 def outbound_events(settings: Any, seconds: float) -> list[dict[str, Any]]:
     """Every crawl_finished event on the outbound topic, read from the beginning for ``seconds``."""
-    consumer = clients.kafka_consumer(settings, group_id=None)
-    try:
-        consumer.assign(partitions_of(consumer, settings.topic_outbound))
-        consumer.seek_to_beginning()
-        found: list[dict[str, Any]] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200).values():
-                found += [json.loads(r.value) for r in records]
-        return [record for record in found if record.get("event") == "crawl_finished"]
-    finally:
-        consumer.close()
+    return [r for r in read_all(settings, settings.topic_outbound, seconds) if r.get("event") == "crawl_finished"]
 
 
 def test_crawl_finished_once_across_a_kafka_pause(own_kafka: Any, fleet: Any) -> None:

@@ -8,7 +8,6 @@ pages; the crawl ended by itself; no log repeats a warning per retry."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -31,13 +30,13 @@ from deploy.services.redis import redis_server_bin
 from deploy.services.zookeeper import ZooKeeperService
 from deploy.supervisor import Supervisor
 from messaging import clients, keys
-from messaging.answers import partitions_of
 from messaging.settings import load
 from messaging.siteconfig import Rate, SiteConfig, SitePaths, write_defaults
 from tests.plugins.demoweb import own_demoweb
 from tests.plugins.fleet import leader_of
 from tests.plugins.mongo import OwnMongo
 from tests.plugins.mongo_faults import MongoFaultProxy
+from tests.plugins.services import read_all
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -99,18 +98,7 @@ class MongoHealer:
 
 def outbound(settings: Any, seconds: float) -> list[dict[str, Any]]:
     """Every record of the outbound topic, read for ``seconds``."""
-    consumer = clients.kafka_consumer(settings, group_id=None)
-    try:
-        consumer.assign(partitions_of(consumer, settings.topic_outbound))
-        consumer.seek_to_beginning()
-        found: list[dict[str, Any]] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200, max_records=5000).values():
-                found += [json.loads(r.value) for r in records]
-        return found
-    finally:
-        consumer.close()
+    return read_all(settings, settings.topic_outbound, seconds)
 
 
 def repeated_warnings(log: str) -> Counter[str]:

@@ -31,14 +31,19 @@ def crawl(redis, crawlid: str, site: str, n: int, spider_type: str = "list") -> 
     push_seeds(redis, [Task(url=f"http://{site}/p/{i}", crawlid=crawlid, spider_type=spider_type) for i in range(n)])
 
 
-def test_the_reasons_a_crawl_waits_with_their_figures(cf) -> None:
-    redis = cf.redis()
-    now = RedisClock(redis).now()
+def worker(redis, rate: int, now: float) -> None:
+    """A list worker that completed ``rate`` tasks in each of the last 10 minutes (its bound: 1.2 x rate x 2)."""
     registry = WorkerRegistry(redis)
     registry.register(WorkerInfo("w1", "list", "ip", "h", 1), now=now - 660)
     for minute in range(1, 11):
-        record_completion(redis, "w1", 60, now - minute * 60)
+        record_completion(redis, "w1", rate, now - minute * 60)
     registry.heartbeat("w1")
+
+
+def test_the_reasons_a_crawl_waits_with_their_figures(cf) -> None:
+    redis = cf.redis()
+    now = RedisClock(redis).now()
+    worker(redis, 60, now)
     crawl(redis, "slow", SLOW, 100)
     crawl(redis, "down", DOWN, 3)
     crawl(redis, "orphan", "orphan.test", 2, spider_type="universal")
@@ -73,11 +78,7 @@ def test_the_reasons_a_crawl_waits_with_their_figures(cf) -> None:
 def test_a_full_backlog_is_read_from_the_room_the_dispatcher_found(cf) -> None:
     redis = cf.redis()
     now = RedisClock(redis).now()
-    registry = WorkerRegistry(redis)
-    registry.register(WorkerInfo("w1", "list", "ip", "h", 1), now=now - 660)
-    for minute in range(1, 11):
-        record_completion(redis, "w1", 5, now - minute * 60)  # its bound: ceil(1.2 x 5 x 2) = 12
-    registry.heartbeat("w1")
+    worker(redis, 5, now)  # its bound: ceil(1.2 x 5 x 2) = 12
     crawl(redis, "big", "big.test", 40)
     dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), sites=SITES)
     dispatcher.round(now)

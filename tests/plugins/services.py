@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,6 +236,23 @@ def read_topic(settings: Settings, topic: str, count: int, timeout: float = 30) 
             return len(found) >= count
 
         wait_for(enough, timeout, f"{count} records on {topic}", interval=0)
+        return found
+    finally:
+        consumer.close()
+
+
+def read_all(settings: Settings, topic: str, seconds: float) -> list[dict[str, Any]]:
+    """Every JSON record of ``topic`` (all partitions, from the beginning), read for ``seconds``: late copies of a
+    record, if any, are among them."""
+    consumer = clients.kafka_consumer(settings, group_id=None)
+    try:
+        consumer.assign(partitions_of(consumer, topic))
+        consumer.seek_to_beginning()
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200, max_records=5000).values():
+                found += [json.loads(record.value) for record in records]
         return found
     finally:
         consumer.close()
