@@ -32,7 +32,6 @@ Everything that measures time takes ``now`` (the Redis clock, or the simulation'
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import defaultdict
@@ -44,6 +43,7 @@ from frontier.client.ready import waiting_for_pace
 from frontier.config_watch import SiteRates
 from frontier.registry import WorkerInfo, WorkerRegistry
 from frontier.weights import fill_missing, measure, minute_of
+from master.placement import Entry, Unplaceable, parse_task, placement
 from master.shares import REFRESH_SECONDS, SiteShares
 from master.staging import DeadLetter, Pick, Staging
 from master.waits import (
@@ -60,9 +60,8 @@ from master.wrr import InterleavedWRR
 from messaging import keys
 from messaging.answers import dead_letter_record
 from messaging.clients import as_text
-from messaging.domains import domain_of, domain_of_host, host_problem
+from messaging.domains import host_problem
 from messaging.settings import SETTINGS, Settings
-from messaging.tasks import DEFAULT_PRIORITY, queue_score
 
 logger = logging.getLogger(__name__)
 __all__ = ["SKIP_MEMORY_SECONDS", "DispatchConfig", "Dispatcher", "RoundResult", "SkipMark", "Unplaceable"]
@@ -247,6 +246,7 @@ class Dispatcher:
             self._wrr[spider_type].update({w.info.job: w.weight for w in workers if w.room > 0})
         run = LeadingRun(mark)
         picks: list[Pick] = []
+        recheck: set[str] = set()  # full domains whose count is stale: read at the end of the round
         chunk = max(500, min(self.config.scan, 2 * self.config.batch))
         offset = 0
         while result.scanned < self.config.scan and any(budgets.values()):
@@ -256,12 +256,12 @@ class Dispatcher:
             if not entries:
                 break
             offset += len(entries)
-            result.scanned += len(entries)
-            parsed = [self._parse(as_text(raw), float(score), live_types, now) for raw, score in entries]
-            if self.shares is not None:
-                self.shares.refresh(self.shares.stale((p.domain for p in parsed if p.domain), now), now)
             letters: list[DeadLetter] = []
-            for entry in parsed:
+            for raw, score in entries:
+                if not any(budgets.values()):
+                    break  # the rest is read again by the next round
+                result.scanned += 1
+                entry = self._parse(as_text(raw), float(score), live_types, now)
                 if entry.letter is not None:
                     letters.append(entry.letter)
                     continue
@@ -270,6 +270,8 @@ class Dispatcher:
                     run.passed(entry.score, task["crawlid"], self.board.note(task["crawlid"], NO_WORKER, spider_type))
                     continue
                 if self.shares is not None and self.shares.full(domain):
+                    if self.shares.stale_count(domain, now):
+                        recheck.add(domain)
                     note = self.board.note(task["crawlid"], PACED, domain, held=self.shares.held(domain),
                                            quota=self.shares.quota(domain))
                     run.passed(entry.score, task["crawlid"], note, full=domain)
@@ -294,18 +296,20 @@ class Dispatcher:
                 break
         if picks:
             self._move(picks, now, result)
+        if self.shares is not None and recheck:
+            self.shares.refresh(sorted(recheck), now)  # a full domain with room again is placed by the next round
         self._skip = run.mark(self.redis, live_types, now)
 
-    def _parse(self, member: str, score: float, live_types: frozenset[str], now: float) -> _Entry:
+    def _parse(self, member: str, score: float, live_types: frozenset[str], now: float) -> Entry:
         task: dict[str, Any] = {}
         try:
-            task = _task(member)
+            task = parse_task(member)
             if task["spider_type"] not in live_types:
-                return _Entry(member, score, task)
-            domain, queue_score = _placement(task)
+                return Entry(member, score, task)
+            domain, queue_score = placement(task)
         except Unplaceable as exc:
-            return _Entry(member, score, task, letter=self._letter(member, task, exc, now))
-        return _Entry(member, score, task, domain, queue_score)
+            return Entry(member, score, task, letter=self._letter(member, task, exc, now))
+        return Entry(member, score, task, domain, queue_score)
 
     def _mark(self, live_types: frozenset[str], now: float) -> SkipMark | None:
         """The skip mark, if it still holds (master.waits: same live types, nothing new before it, none of its full
@@ -315,12 +319,12 @@ class Dispatcher:
             return None
         if int(self.redis.zcount(keys.SEEDS, "-inf", mark.score)) != mark.before:
             return None  # a task of higher priority arrived, or a stop purged some: read from the head again
-        if mark.full and self.shares is not None and len(mark.full) <= FULL_RECHECK_LIMIT \
-                and now - mark.checked >= REFRESH_SECONDS:
-            self.shares.refresh(sorted(mark.full), now)
-            mark.checked = now
+        if mark.full and self.shares is not None and len(mark.full) <= FULL_RECHECK_LIMIT:
+            if now - mark.checked >= REFRESH_SECONDS:
+                self.shares.refresh(sorted(mark.full), now)
+                mark.checked = now
             if not all(self.shares.full(domain) for domain in mark.full):
-                return None
+                return None  # a domain of the run has room again (read now, or at the end of the last round)
         self._skip = mark
         return mark
 
@@ -345,64 +349,3 @@ class Dispatcher:
             result.placed[job] = result.placed.get(job, 0) + n
         if self.stats is not None and placed:
             self.stats.incr("dispatched", sum(placed.values()))
-
-
-class Unplaceable(ValueError):
-    """A task in ``seeds`` that no worker can be given (it goes to the dead letters); ``path`` says where."""
-
-    def __init__(self, message: str, path: str = "$.url") -> None:
-        super().__init__(message)
-        self.path = path
-
-
-@dataclass
-class _Entry:
-    """One entry of ``seeds`` as a round reads it: its task, domain and queue score, or the dead letter it makes."""
-
-    member: str
-    score: float
-    task: dict[str, Any]
-    domain: str = ""
-    queue_score: float = 0.0
-    letter: DeadLetter | None = None
-
-
-def _task(member: str) -> dict[str, Any]:
-    """The task of a ``seeds`` member, with a string crawlid and spider type; :class:`Unplaceable` otherwise."""
-    try:
-        task = json.loads(member)
-    except ValueError as exc:
-        raise Unplaceable(f"not a JSON task: {exc}", "$") from None
-    if not isinstance(task, dict):
-        raise Unplaceable("a task is a JSON object", "$")
-    for name in ("spider_type", "crawlid"):
-        if not isinstance(task.get(name), str) or not task[name]:
-            raise Unplaceable(f"a task needs a {name}", f"$.{name}")
-    return task
-
-
-def _placement(task: dict[str, Any]) -> tuple[str, float]:
-    """The task's domain (every domain-scoped key is formed from it) and its score in a queue; or
-    :class:`Unplaceable` with the reason, under the one host rule the key builder applies."""
-    url = task.get("url")
-    if not isinstance(url, str):
-        raise Unplaceable("a task needs a url")
-    try:
-        domain = _domain(url)
-        keys.queue("-", domain)  # the key builder's own check, in case a rule ever diverges from domain_of's
-    except ValueError as exc:  # InvalidDomain, or a URL urlsplit refuses
-        raise Unplaceable(f"no usable host in {url[:200]!r}: {exc}") from None
-    try:
-        return domain, queue_score(int(task.get("priority", DEFAULT_PRIORITY)), int(task.get("depth", 0)))
-    except (TypeError, ValueError) as exc:
-        raise Unplaceable(f"bad priority or depth: {exc}", "$.priority") from None
-
-
-def _domain(url: str) -> str:
-    """``domain_of`` with a fast path for plain ``http(s)://host/...`` URLs (the host's domain is cached)."""
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("http", "https"):
-        host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-        if host and not any(ch in host for ch in "@:[%") and host.isascii():
-            return domain_of_host(host.lower())
-    return domain_of(url)

@@ -11,7 +11,8 @@ the rate the workers apply (ZooKeeper site config, ``frontier.config_watch``). T
 What a domain holds is ``pending:{<domain>}`` (every crawl's tasks in any job's queue, leases or requeue outbox of
 the domain), changed atomically by landing, completion and requeue. Reading it for every task would cost a read per
 task; instead the dispatcher counts what it places and reads the true count only when its own count says the domain
-is full, and then at most once a second per full domain. A domain it knows nothing of starts at zero (a new leader
+is full, and then at most once a second per full domain, at the end of the round that found it full (so a domain
+with room again gets its tasks from the next round). A domain it knows nothing of starts at zero (a new leader
 may overshoot a quota once, which the workers' pacing absorbs: a quota bounds a backlog, it is not what keeps a site
 polite).
 """
@@ -19,7 +20,6 @@ polite).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 from frontier.config_watch import SiteRates
@@ -64,10 +64,9 @@ class SiteShares:
     def placed(self, domain: str, n: int = 1) -> None:
         self._held[domain] = self._held.get(domain, 0) + n
 
-    def stale(self, domains: Iterable[str], now: float) -> list[str]:
-        """Of ``domains``, the full ones whose count was not read within REFRESH_SECONDS (they may have room)."""
-        return [d for d in dict.fromkeys(domains)
-                if self.full(d) and now - self._read_at.get(d, -math.inf) >= REFRESH_SECONDS]
+    def stale_count(self, domain: str, now: float) -> bool:
+        """Whether a full domain's count was last read REFRESH_SECONDS ago or more (it may have room again)."""
+        return now - self._read_at.get(domain, -math.inf) >= REFRESH_SECONDS
 
     def refresh(self, domains: list[str], now: float) -> None:
         """Read the true counts of ``domains`` (one pipelined round trip)."""
