@@ -67,6 +67,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["SKIP_MEMORY_SECONDS", "DispatchConfig", "Dispatcher", "RoundResult", "SkipMark", "Unplaceable"]
 RECONCILE_SECONDS = 60.0  # a job's outstanding count is recounted at most this often...
 RECONCILE_DOMAINS_PER_SECOND = 20.0  # ...and no faster than this many of its domains a second (two ZCARDs each)
+PACE_CHECK_SECONDS = 0.5  # how often the workers' ready indexes are asked whether anything of them is due
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,8 @@ class Dispatcher:
         self.staging = Staging(redis, epoch)
         self.stats = stats
         self.shares = SiteShares(redis, sites, self.config.site_minutes) if sites is not None else None
+        self._paced: dict[str, bool] = {}  # job -> its queued tasks all wait for their sites' next slots
+        self._paced_at = -math.inf
         self.board = WaitBoard(redis)
         self._infos: dict[str, WorkerInfo] = {}
         self._wrr: dict[str, InterleavedWRR] = defaultdict(InterleavedWRR)
@@ -186,7 +189,7 @@ class Dispatcher:
             pipe.hgetall(keys.dispatched_jobs(spider_type))
         budgets: dict[str, int] = {}
         expired: dict[str, list[str]] = {}
-        paced = waiting_for_pace(self.redis, [w.info.job for workers in views.values() for w in workers])
+        paced = self._waiting_for_pace([w.info.job for workers in views.values() for w in workers], now)
         for spider_type, counts in zip(types, pipe.execute() if types else [], strict=True):
             workers = views[spider_type]
             # only what the live workers were given counts: a departed worker's tasks are done or back in seeds
@@ -221,6 +224,13 @@ class Dispatcher:
                 pipe.hdel(keys.dispatched_jobs(spider_type), *names)
             pipe.execute()
         return budgets
+
+    def _waiting_for_pace(self, jobs: list[str], now: float) -> dict[str, bool]:
+        """Which jobs hold only tasks waiting for their sites' next slots; read at most every PACE_CHECK_SECONDS (rounds
+        run back to back while tasks move, and a worker's state changes at its sites' pace)."""
+        if now - self._paced_at >= PACE_CHECK_SECONDS or set(jobs) != set(self._paced):
+            self._paced, self._paced_at = waiting_for_pace(self.redis, jobs), now
+        return self._paced
 
     # --- 3 and 4. whom, and move ----------------------------------------------------------------------------------
     def round(self, now: float) -> RoundResult:
