@@ -10,7 +10,7 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
    ``headroom × Σ weights × k``; and per worker, the tasks it holds (queued or leased, ``out``) stay under
    ``headroom × weight × backlog minutes``, so its queues hold a little more than it can finish in that time. What a
    worker holds counts only while something of it is due: one whose queued tasks all wait for their sites' next
-   slots (``frontier.ready.waiting_for_pace``) can fetch nothing soon, so it gets its whole bound, outside the
+   slots (``frontier.client.ready.waiting_for_pace``) can fetch nothing soon, so it gets its whole bound, outside the
    window cap too (that cap measured the sites' pace, not the worker).
 3. **Whom**: tasks are read from the head of ``seeds`` (priority order) and each one goes to the worker chosen by the
    type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A
@@ -97,7 +97,7 @@ class WorkerView:
     measured: bool
     outstanding: int
     room: int = 0
-    idle: bool = False  # its queued tasks all wait for their sites' next slots (frontier.ready.waiting_for_pace)
+    idle: bool = False  # its queued tasks all wait for their sites' next slots (frontier.client.ready.waiting_for_pace)
 
     @property
     def weight(self) -> int:
