@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
+# `make test` runs the suite in this many processes (pytest-xdist), each with its own local services, a test file
+# whole in one of them: most tests wait on services and crawls, so two share two cores well (1: one process)
+TEST_PROCESSES ?= 2
 
 .PHONY: all install install-deps venv demo test test-unit test-integration lint bench services-up services-down readme k8s clean
 
@@ -34,7 +37,7 @@ demo: install
 	@$(VENV)/bin/crawlfleet demo
 
 test: install
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: venv
 	@$(PY) -m pytest -m unit $(PYTEST_ARGS)
