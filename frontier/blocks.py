@@ -82,7 +82,8 @@ class BlockListener:
                 failures += 1
 
     def _listen(self) -> None:
-        pubsub: Any = self.redis.pubsub(ignore_subscribe_messages=True)
+        client: Any = self.redis  # redis-py's pubsub() is not annotated
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(keys.BLOCKS_CHANNEL)
             while not self._stop.is_set():

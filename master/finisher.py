@@ -300,6 +300,7 @@ def _crawlid(json_text: str) -> str:
     if "\\" not in json_text:
         return json_text
     try:
-        return json.loads(f'"{json_text}"')
+        text: str = json.loads(f'"{json_text}"')
+        return text
     except ValueError:
         return json_text

@@ -81,7 +81,7 @@ def retry_after_seconds(value: str | None) -> float:
 
 def backoff(attempts: int, first: float, longest: float) -> float:
     """Seconds before the next attempt after ``attempts`` failed ones: first, 2 x first, 4 x first … up to longest."""
-    return min(longest, first * 2 ** max(0, attempts - 1))
+    return float(min(longest, first * 2 ** max(0, attempts - 1)))
 
 
 class Notifier:

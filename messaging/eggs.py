@@ -210,10 +210,12 @@ class EggStorage:
         from pymongo.errors import DuplicateKeyError
 
         where = {"project": doc["project"], "version": doc["version"]}
+        previous: dict[str, Any] | None
         try:
-            return self._call(self.versions_collection.find_one_and_replace, where, doc, upsert=True)
+            previous = self._call(self.versions_collection.find_one_and_replace, where, doc, upsert=True)
         except DuplicateKeyError:  # the same new version stored by another manager at the same moment: replace it
-            return self._call(self.versions_collection.find_one_and_replace, where, doc, upsert=True)
+            previous = self._call(self.versions_collection.find_one_and_replace, where, doc, upsert=True)
+        return previous
 
     def delete(self, project: str, version: str | None = None) -> list[EggInfo]:
         """Delete a version, or every version of the project; the deleted ones are returned."""

@@ -271,5 +271,6 @@ def _write_batch(format: str, batch: list[dict[str, Any]], checkpoint: Checkpoin
         partial.replace(part)
         return checkpoint.size + 1
     stream.flush()
-    return stream.tell()
+    size: int = stream.tell()
+    return size
 

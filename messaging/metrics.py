@@ -88,7 +88,8 @@ def metrics_app(health: Health, registry: CollectorRegistry = REGISTRY) -> WsgiA
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         probe = PROBES.get(environ.get("PATH_INFO", ""))
         if probe is None:
-            return exposition(environ, start_response)
+            served: Iterable[bytes] = exposition(environ, start_response)
+            return served
         report = probe(health)
         body = report.body() if environ.get("REQUEST_METHOD") != "HEAD" else b""
         start_response("200 OK" if report.ok else "503 Service Unavailable",

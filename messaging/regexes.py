@@ -140,7 +140,8 @@ def exslt_match(_context: Any, value: Any, pattern: Any, flags: Any = "") -> lis
 
 def exslt_replace(_context: Any, value: Any, pattern: Any, flags: Any, replacement: Any) -> str:
     count = 0 if "g" in _string(flags) else 1
-    return _compiled(pattern, flags).sub(_string(replacement), _string(value), count=count)
+    replaced: str = _compiled(pattern, flags).sub(_string(replacement), _string(value), count=count)
+    return replaced
 
 
 def install_exslt_functions() -> None:

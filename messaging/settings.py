@@ -735,7 +735,8 @@ def read_state(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The local run's state file, or ``{}`` when there is none (no local run, or a production host)."""
     path = state_path(run_dir)
     try:
-        return json.loads(path.read_text())
+        state: dict[str, Any] = json.loads(path.read_text())
+        return state
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

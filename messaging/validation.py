@@ -95,7 +95,6 @@ class Request:
 FORMATS = FormatChecker(formats=())
 
 
-@FORMATS.checks("http-url", raises=ValueError)
 def is_http_url(value: object) -> bool:
     if not isinstance(value, str):
         return True
@@ -113,7 +112,6 @@ def is_http_url(value: object) -> bool:
     return True
 
 
-@FORMATS.checks("xpath", raises=etree.XPathError)
 def is_xpath(value: object) -> bool:
     return not isinstance(value, str) or _check_xpath(value)
 
@@ -165,12 +163,10 @@ class NotElements(etree.XPathEvalError):
     """A valid XPath that cannot select elements where the rule needs them."""
 
 
-@FORMATS.checks("xpath-nodes", raises=etree.XPathError)
 def is_node_xpath(value: object) -> bool:
     return not isinstance(value, str) or (_check_xpath(value) and _check_nodes(value))
 
 
-@FORMATS.checks("xpath-links", raises=etree.XPathError)
 def is_link_xpath(value: object) -> bool:
     return not isinstance(value, str) or (_check_xpath(value) and _check_links(value))
 
@@ -204,7 +200,6 @@ def _check_nodes(expression: str) -> bool:
     return True
 
 
-@FORMATS.checks("regex", raises=UnsafeRegex)
 def is_regex(value: object) -> bool:
     if isinstance(value, str):
         problem = regex_problem(value)  # compiles with Python's re and with RE2, the engine the crawl runs it in
@@ -212,6 +207,13 @@ def is_regex(value: object) -> bool:
             raise UnsafeRegex(problem)
     return True
 
+
+# registered without a decorator, so that the checks stay typed (jsonschema's decorator is not)
+FORMATS.checks("http-url", raises=ValueError)(is_http_url)
+FORMATS.checks("xpath", raises=etree.XPathError)(is_xpath)
+FORMATS.checks("xpath-nodes", raises=etree.XPathError)(is_node_xpath)
+FORMATS.checks("xpath-links", raises=etree.XPathError)(is_link_xpath)
+FORMATS.checks("regex", raises=UnsafeRegex)(is_regex)
 
 _FORMAT_NAMES = {"http-url": "an absolute http(s) URL", "xpath": "a valid XPath",
                  "xpath-nodes": "an XPath that selects elements", "xpath-links": "an XPath that selects links",
@@ -222,8 +224,11 @@ _FORMAT_NAMES = {"http-url": "an absolute http(s) URL", "xpath": "a valid XPath"
 def load_schema(filename: str) -> dict[str, Any]:
     """A schema of ``messaging/schemas/``, or the file at an absolute path (a request kind of one's own)."""
     if Path(filename).is_absolute():
-        return json.loads(Path(filename).read_text(encoding="utf-8"))
-    return json.loads(resources.files("messaging.schemas").joinpath(filename).read_text(encoding="utf-8"))
+        text = Path(filename).read_text(encoding="utf-8")
+    else:
+        text = resources.files("messaging.schemas").joinpath(filename).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def _inline(node: Any, base: str, schemas: dict[str, dict[str, Any]]) -> Any:

@@ -30,7 +30,7 @@ class CountingBloomFilter(BloomFilter):
 
     def remove(self, urls: Sequence[str]) -> list[bool]:
         """Remove URLs; for each, True when it was present (and its counters were decremented)."""
-        return self.remove_hashes(hash_batch(url_fingerprints(urls))).verdicts.tolist()
+        return self.remove_hashes(hash_batch(url_fingerprints(urls))).as_list()
 
     def remove_hashes(self, batch: HashBatch) -> BatchResult:
         return self._run("remove", batch)

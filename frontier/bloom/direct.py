@@ -174,7 +174,8 @@ class DirectPath:
 
     def _room(self, shard: int) -> int:
         """Elements the shard's newest layer takes before it is full (negative: overfilled by concurrent rounds)."""
-        return self.layouts[shard][-1]["limit"] - self.counts.get(shard, 0)
+        limit: int = self.layouts[shard][-1]["limit"]
+        return limit - self.counts.get(shard, 0)
 
     def run(self, mode: str, h1: np.ndarray, h2: np.ndarray, selector: np.ndarray, shards: np.ndarray,
             verdicts: np.ndarray, grown: list[int], max_rounds: int, todo: np.ndarray | None = None) -> None:

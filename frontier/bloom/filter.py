@@ -128,6 +128,10 @@ class BatchResult:
     verdicts: np.ndarray  # bool per input
     grown: list[int] = field(default_factory=list)  # shards that got a new layer
 
+    def as_list(self) -> list[bool]:
+        """The verdicts as Python booleans."""
+        return [bool(verdict) for verdict in self.verdicts]
+
 
 class BloomFilter:
     """Check-and-add of URL batches against one namespace. ``ttl`` (seconds, 0 = never) slides with activity."""
@@ -174,18 +178,18 @@ class BloomFilter:
     def add(self, urls: Sequence[str]) -> list[bool]:
         """Check-and-add: for each URL, True when it was new (and is now in the filter)."""
         if self.spec.counting:
-            return self.add_hashes(hash_batch(url_fingerprints(urls))).verdicts.tolist()
+            return self.add_hashes(hash_batch(url_fingerprints(urls))).as_list()
         urls = urls if isinstance(urls, list | tuple) else list(urls)
         # Fingerprinted chunk by chunk, each chunk hashed while Redis sets the one before (direct.py).
         return self._add_lazily(len(urls), lambda start, stop: hash_batch(url_fingerprints(urls[start:stop]))
-                                ).verdicts.tolist()
+                                ).as_list()
 
     def contains(self, urls: Sequence[str]) -> list[bool]:
         """For each URL, True when the filter (probably) holds it. Adds nothing."""
-        return self.contains_hashes(hash_batch(url_fingerprints(urls))).verdicts.tolist()
+        return self.contains_hashes(hash_batch(url_fingerprints(urls))).as_list()
 
     def add_fingerprints(self, fingerprints: bytes | Sequence[bytes]) -> list[bool]:
-        return self.add_hashes(hash_batch(fingerprints)).verdicts.tolist()
+        return self.add_hashes(hash_batch(fingerprints)).as_list()
 
     def add_hashes(self, batch: HashBatch) -> BatchResult:
         return self._run("add", batch)

@@ -237,7 +237,8 @@ class FleetScheduler:
         downloader = getattr(self.crawler.engine, "downloader", None)
         if downloader is None:
             return 1
-        return max(1, downloader.total_concurrency - len(downloader.active))
+        room: int = downloader.total_concurrency - len(downloader.active)
+        return max(1, room)
 
     def _storage_backlog(self, full: bool, waiting: int = 0, **_: Any) -> None:
         if self.worker is not None:

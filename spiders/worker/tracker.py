@@ -68,6 +68,7 @@ class TaskTracker:
         progress = InProgress(lease, task)
         self.tasks[lease.member] = progress
         crawl = self.catalog.get(task.crawlid)
+        request: Request | None
         try:
             request = self.spider.request_for(task, crawl)
         except Exception:
@@ -139,7 +140,7 @@ class TaskTracker:
             output = errback(failure) if errback is not None else None
             progress = self.tasks.get(member)
             if progress is not None and not progress.output_done:
-                self._inc(f"fleet/task/failed/{failure.type.__name__}")
+                self._inc(f"fleet/task/failed/{_error_name(failure)}")
                 logger.info("task %s failed: %s", progress.task.url, failure.getErrorMessage())
                 progress.failure = _reason(failure)
                 progress.output_done = True
@@ -188,7 +189,11 @@ def _reason(failure: Failure) -> str:
     """A failed download or an HTTP error status (Scrapy's ``HttpError`` carries the response) as counted."""
     response = getattr(failure.value, "response", None)
     status = getattr(response, "status", None)
-    return failure_reason(status=status if isinstance(status, int) else None, error=failure.type.__name__)
+    return failure_reason(status=status if isinstance(status, int) else None, error=_error_name(failure))
+
+
+def _error_name(failure: Failure) -> str:
+    return failure.type.__name__ if failure.type is not None else "Error"
 
 
 def _meta(response: Any) -> dict[str, Any]:
