@@ -11,17 +11,24 @@ from collections.abc import Iterable
 from typing import Any
 
 
+def split_paths(paths: Iterable[str] | str) -> list[str]:
+    """A comma-separated string of dotted paths (or a list of them) as a list, blanks dropped."""
+    if isinstance(paths, str):
+        paths = paths.split(",")
+    return [path.strip() for path in paths if path.strip()]
+
+
+def resolve(path: str, what: str = "plugin") -> Any:
+    """The object a dotted path names; a ValueError that says which ``what`` could not be loaded and why."""
+    try:
+        return pkgutil.resolve_name(path)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"cannot load {what} {path!r}: {exc}") from exc
+
+
 def load_plugins(paths: Iterable[str] | str) -> list[Any]:
     """Instantiate plugin classes from dotted paths, in order; a comma-separated string is split."""
-    if isinstance(paths, str):
-        paths = [path.strip() for path in paths.split(",") if path.strip()]
-    plugins = []
-    for path in paths:
-        try:
-            cls = pkgutil.resolve_name(path)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ValueError(f"cannot load plugin {path!r}: {exc}") from exc
-        plugins.append(cls())
+    plugins = [resolve(path)() for path in split_paths(paths)]
     if not plugins:
         raise ValueError("the plugin chain is empty")
     return plugins

@@ -13,10 +13,11 @@ requests (the monitors, the command line), so the monitors' plugin chains and th
 
 from __future__ import annotations
 
-import pkgutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from messaging.plugins import resolve, split_paths
 
 CRAWL, INFO, STATS, SITE, STOP = "crawl", "info", "stats", "site", "stop"
 SITE_ACTIONS = ("rate", "rate-remove", "blacklist", "blacklist-remove")
@@ -111,14 +112,9 @@ def unregister(name: str) -> None:
 
 def register_paths(paths: str | Iterable[str]) -> list[RequestKind]:
     """Register the kinds named by dotted paths (``package.module:KIND``), comma-separated or as a list."""
-    if isinstance(paths, str):
-        paths = [path.strip() for path in paths.split(",") if path.strip()]
     added = []
-    for path in paths:
-        try:
-            entry = pkgutil.resolve_name(path)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ValueError(f"cannot load request kind {path!r} (CRAWLFLEET_REQUEST_KINDS): {exc}") from exc
+    for path in split_paths(paths):
+        entry = resolve(path, "request kind (CRAWLFLEET_REQUEST_KINDS)")
         if not isinstance(entry, RequestKind):
             raise ValueError(f"{path!r} is a {type(entry).__name__}, not a messaging.request_kinds.RequestKind")
         register(entry)
@@ -167,10 +163,6 @@ def commands() -> Iterator[str]:
             yield entry.cli
 
 
-def _split(paths: str) -> list[str]:
-    return [path.strip() for path in paths.split(",") if path.strip()]
-
-
 def _added() -> list[RequestKind]:
     built_in = {entry.name for entry in _BUILT_IN}
     return [entry for entry in _registry.values() if entry.name not in built_in]
@@ -179,13 +171,13 @@ def _added() -> list[RequestKind]:
 def kafka_chain(settings: Any) -> list[str]:
     """The Kafka monitor's plugins: CRAWLFLEET_KAFKA_MONITOR_PLUGINS, then those of the kinds added by setting."""
     use_settings(settings)
-    chain = _split(settings.kafka_monitor_plugins)
+    chain = split_paths(settings.kafka_monitor_plugins)
     return chain + [path for path in dict.fromkeys(entry.kafka_plugin for entry in _added()) if path not in chain]
 
 
 def redis_chain(settings: Any) -> list[str]:
     """The Redis monitor's plugins: CRAWLFLEET_REDIS_MONITOR_PLUGINS, then those of the kinds added by setting."""
     use_settings(settings)
-    chain = _split(settings.redis_monitor_plugins)
+    chain = split_paths(settings.redis_monitor_plugins)
     extra = dict.fromkeys(entry.redis_plugin for entry in _added() if entry.redis_plugin)
     return chain + [path for path in extra if path not in chain]

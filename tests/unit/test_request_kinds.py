@@ -94,7 +94,7 @@ def test_kinds_named_by_setting_are_loaded_by_dotted_path(monkeypatch):
         request_kinds.register_paths("toy_kinds_module:PING")  # the same entry again changes nothing
         with pytest.raises(ValueError, match=r"not a messaging\.request_kinds\.RequestKind"):
             request_kinds.register_paths("toy_kinds_module:NOT_A_KIND")
-        with pytest.raises(ValueError, match="cannot load request kind 'nowhere:X'"):
+        with pytest.raises(ValueError, match=r"cannot load request kind \(CRAWLFLEET_REQUEST_KINDS\) 'nowhere:X'"):
             request_kinds.register_paths("nowhere:X")
     finally:
         request_kinds.unregister("ping")
