@@ -433,6 +433,12 @@ define("CRAWLFLEET_STALL_AFTER", 1800.0,
        "Seconds a running crawl with work left may go without progress (its pages, failures and re-processings "
        "counted) before its ``stalled`` event; one event per stall.", group="alerts", parse=float)
 
+# --- failures: failed URLs and their retry (issue 42; messaging/failures.py, messaging/counts.py) ----------------
+define("CRAWLFLEET_FAILURES_MAX", 100_000,
+       "Failed pages kept per crawl in its failures list (MongoDB ``<crawlid>.failures``: URL, reason, status, "
+       "attempts, time), which ``crawlfleet failures`` shows and ``crawlfleet retry`` re-submits. Failures beyond "
+       "it are still counted by reason, and as ``unlisted``.", group="failures", parse=int)
+
 # --- dedup: Bloom filter (frontier/bloom, spiders/dupefilter.py) ---------------------------------------------------
 define("CRAWLFLEET_BLOOM_NAMESPACE", "crawl",
        "Dedup scope: ``crawl`` (one filter per crawl id, expiring with the crawl; requests without a crawl id "

@@ -25,9 +25,12 @@ batch of them in a few round trips, whatever its size:
    scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
 6. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
-   ``restored``; failures by reason: :mod:`messaging.counts`, ``noindex`` among them), one script per crawl,
-   mirrored into ``crawl:<id>``. Tasks the politeness step dropped unfetched are counted the same way
-   (:meth:`Committer.count_unfetched`: reason ``robots`` or ``blacklisted``).
+   ``restored``, or ``retried`` for ``crawlfleet retry``'s; failures by reason: :mod:`messaging.counts`, ``noindex``
+   among them), one script per crawl, mirrored into ``crawl:<id>``; its verdicts go to the crawl's failures list
+   (:class:`messaging.failures.FailureStore`: a failed page kept, a recovered one dropped). Tasks the politeness
+   step dropped unfetched are counted the same way (:meth:`Committer.count_unfetched`: reason ``robots`` or
+   ``blacklisted``). A batch whose commit is tried again after this step is not counted again (this process
+   remembers what it counted until the leases are acknowledged).
 7. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
    released, atomically per domain; then the journal entries removed, the finisher's change log
    (``frontier.finish_hints``) and the weights' completion count. A crash anywhere leaves the task to be processed
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,8 +55,12 @@ from frontier.finish_hints import log_touched
 from frontier.registry import record_completion
 from frontier.revisit import FAILED, FETCHED, Fetched, RevisitPolicy, Schedule
 from messaging import keys
+from messaging.clients import as_text
+from messaging.counts import listed_reason
 from messaging.domains import InvalidDomain, domain_of
+from messaging.failures import DROP, KEEP, Failure, FailureStore
 from messaging.scripts import lua_script, run_scripts
+from messaging.settings import default
 from messaging.tasks import CrawlFields, Task, push_seeds
 from spiders.dupefilter import BatchDupeFilter
 from spiders.rules import DETAIL
@@ -76,6 +84,9 @@ class Finished:
     marks: list[str] = field(default_factory=list)  # URLs to mark seen besides the task's (where a redirect ended)
     revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
     failure: str = ""  # why the task failed (messaging.counts.failure_reason), "" when its response was processed
+    status: int | None = None  # a failure's HTTP status
+    attempts: int = 1  # a failure's downloads (Scrapy's retries included)
+    failed_at: float = 0.0  # Unix time of the failure
 
 
 @dataclass
@@ -89,9 +100,14 @@ class CommitResult:
 
 
 class Committer:
-    def __init__(self, redis: Any, frontier: FrontierClient, dupefilter: BatchDupeFilter,
-                 catalog: CrawlCatalog) -> None:
+    def __init__(self, redis: Any, frontier: FrontierClient, dupefilter: BatchDupeFilter, catalog: CrawlCatalog,
+                 failures: FailureStore | None = None,
+                 failures_max: int = default("CRAWLFLEET_FAILURES_MAX")) -> None:
+        """``failures``: the crawls' failures lists (MongoDB); without it failures are only counted."""
         self.redis = redis
+        self.failures = failures
+        self.failures_max = failures_max
+        self._verdicts: dict[str, str] = {}  # lease member -> its count's verdict, until its lease is acknowledged
         self.frontier = frontier
         self.dupefilter = dupefilter  # DUPEFILTER_CLASS (spiders.dupefilter.BloomDupeFilter): per-crawl shared sets
         self.catalog = catalog
@@ -125,6 +141,8 @@ class Committer:
         result.revisits = self._revisits(batch)
         self._count(batch)
         result.completed = self.frontier.complete([f.lease for f in batch])
+        for finished in batch:
+            self._verdicts.pop(finished.lease.member, None)
         self._settle(result.completed, list(digests.values()))
         return result
 
@@ -230,7 +248,7 @@ class Committer:
         for finished in batch:
             task = finished.lease.task
             crawl = self.catalog.get(task.crawlid)
-            if crawl is None or not crawl.running:
+            if crawl is None or not crawl.live:
                 continue  # a stopped crawl's schedule is purged by the master: nothing to add
             policy = policies.get(task.crawlid) or RevisitPolicy.from_rule(crawl.rule)
             if policy is None:
@@ -250,9 +268,31 @@ class Committer:
 
     def _count(self, batch: Sequence[Finished]) -> None:
         """Pages and items once per canonical URL (``spiders/worker/lua/count.lua``, one call per crawl), mirrored
-        into ``crawl:<id>``. Before the acknowledgement: counting is idempotent per URL, so a crash or a lost lease
-        after it makes the page's next processing a ``restored`` one, never a page counted twice or not at all."""
-        self._count_tasks([(f.lease.task, f.items, f.failure) for f in batch])
+        into ``crawl:<id>``, and the failures lists as the count says. Before the acknowledgement: counting is
+        idempotent per URL, so a crash or a lost lease after it makes the page's next processing a ``restored`` one,
+        never a page counted twice or not at all; a commit this process tries again does not count again."""
+        fresh = [f for f in batch if f.lease.member not in self._verdicts]
+        verdicts = self._count_tasks([(f.lease.task, f.items, f.failure) for f in fresh])
+        self._verdicts.update((f.lease.member, verdict) for f, verdict in zip(fresh, verdicts, strict=True))
+        self._record_failures(batch)
+
+    def _record_failures(self, batch: Sequence[Finished]) -> None:
+        """A failed page the count keeps in the list is written (upserted); a recovered one, or any retried page
+        that worked, leaves it (a document a crash left behind included)."""
+        if self.failures is None:
+            return
+        keep: dict[str, list[Failure]] = defaultdict(list)
+        drop: dict[str, list[str]] = defaultdict(list)
+        for finished in batch:
+            task, verdict = finished.lease.task, self._verdicts.get(finished.lease.member, "")
+            fingerprint = url_fingerprint(task.url).hex()
+            if verdict == KEEP:
+                keep[task.crawlid].append(Failure(fingerprint, task, finished.failure, finished.status,
+                                                  finished.attempts, finished.failed_at or time.time(), self.job))
+            elif verdict == DROP or (task.retry and not finished.failure):
+                drop[task.crawlid].append(fingerprint)
+        for crawlid in {*keep, *drop}:
+            self.failures.apply(crawlid, keep.get(crawlid, []), drop.get(crawlid, []))
 
     def count_unfetched(self, tasks: Sequence[Task], reason: str) -> None:
         """Tasks the politeness step dropped unfetched (``robots``: robots.txt disallows them; ``blacklisted``),
@@ -260,23 +300,32 @@ class Committer:
         so the crawl cannot end before they are counted."""
         self._count_tasks([(task, 0, reason) for task in tasks])
 
-    def _count_tasks(self, counted: Sequence[tuple[Task, int, str]]) -> None:
+    def _count_tasks(self, counted: Sequence[tuple[Task, int, str]]) -> list[str]:
+        """Count the tasks; returns each one's verdict for the failures list (``keep``, ``drop`` or '')."""
         args: dict[str, list[Any]] = defaultdict(list)
-        for task, items, failure in counted:
-            args[task.crawlid] += [url_fingerprint(task.url).hex(), items, failure, "1" if task.depth == 0 else "0"]
+        order: dict[str, list[int]] = defaultdict(list)
+        for n, (task, items, failure) in enumerate(counted):
+            args[task.crawlid] += [url_fingerprint(task.url).hex(), items, failure, "1" if task.depth == 0 else "0",
+                                   "1" if listed_reason(failure) else "0", task.retry]
+            order[task.crawlid].append(n)
         if not args:
-            return
+            return []
         # run_scripts: one pipeline on a plain Redis, one call per crawl on a cluster (a cluster pipeline cannot
         # carry scripts; the commit failed there after its push, and its retries pushed the children again)
         added = run_scripts(self.redis, [(self._count_pages, [keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)],
-                                          crawl_args) for crawlid, crawl_args in args.items()])
+                                          [self.failures_max, *crawl_args]) for crawlid, crawl_args in args.items()])
+        verdicts = [""] * len(counted)
         pipe = self.redis.pipeline(transaction=False)
-        for crawlid, (pages, items, _restored) in zip(args, added, strict=True):
-            if int(pages):
-                pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, int(pages))
-            if int(items):
-                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, int(items))
+        for crawlid, reply in zip(args, added, strict=True):
+            pages, items = int(reply[0]), int(reply[1])
+            for n, verdict in zip(order[crawlid], reply[4:], strict=True):
+                verdicts[n] = as_text(verdict)
+            if pages:
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, pages)
+            if items:
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, items)
         pipe.execute()
+        return verdicts
 
     def _settle(self, completed: list[Lease], digests: list[str]) -> None:
         """After the acknowledgement: the journal entries removed and the finisher's change log, in one pipeline;
