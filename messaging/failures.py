@@ -29,7 +29,9 @@ a paused one stays paused (the tasks wait parked); a stopped or expired one is r
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ from typing import Any
 
 from messaging import keys
 from messaging.clients import RedisClient, as_text
-from messaging.export import EXTRA, batches, csv_header, csv_rows, jsonl_lines, plain
+from messaging.export import batches, csv_header, jsonl_lines, plain
 from messaging.scripts import LUA, lua_script
 from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds
 
@@ -117,20 +119,29 @@ def row(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def export(documents: Iterable[dict[str, Any]], fmt: str) -> Iterator[bytes]:
-    """The failures as JSON lines or as CSV (UTF-8 with a byte order mark, as ``crawlfleet export`` writes it)."""
+    """The failures as JSON lines or as CSV (RFC 4180, UTF-8 with a byte order mark, as ``crawlfleet export`` writes
+    items), one column per field of :data:`COLUMNS`."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
-    columns = [*COLUMNS, EXTRA]
     if fmt == "csv":
         yield csv_header(COLUMNS)
     chunk: list[dict[str, Any]] = []
     for document in documents:
         chunk.append({name: document.get(name) for name in COLUMNS})
         if len(chunk) >= VERIFY_CHUNK:
-            yield jsonl_lines(chunk) if fmt == "jsonl" else csv_rows(chunk, columns)
+            yield _lines(chunk, fmt)
             chunk = []
     if chunk:
-        yield jsonl_lines(chunk) if fmt == "jsonl" else csv_rows(chunk, columns)
+        yield _lines(chunk, fmt)
+
+
+def _lines(chunk: list[dict[str, Any]], fmt: str) -> bytes:
+    if fmt == "jsonl":
+        return jsonl_lines(chunk)
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerows(
+        [["" if row[name] is None else str(plain(row[name])) for name in COLUMNS] for row in chunk])
+    return buffer.getvalue().encode("utf-8")
 
 
 # --- retry -------------------------------------------------------------------------------------------------------

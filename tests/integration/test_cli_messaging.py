@@ -58,7 +58,8 @@ def test_every_command_gets_its_answer(cf, procs, tmp_path):
     info = cli(env, "info", "daily", "--userid", "bob", "--json")
     assert info.returncode == 0, info.stderr
     answer = last_json(info)
-    assert answer["pending"] == 3 and answer["domains"] == {"example.com": {"pending": 3, "queued": 0, "leased": 0}}
+    assert answer["pending"] == 3 and answer["domains"] == {"example.com": {"pending": 3, "queued": 0, "leased": 0,
+                                                                                 "parked": 0}}
     human = cli(env, "info", "daily")
     assert human.returncode == 0 and "example.com" in human.stdout and "pending 3" in human.stdout
 
