@@ -82,6 +82,12 @@ def test_every_command_gets_its_answer(cf, procs, tmp_path):
     assert cli(env, "site", "blacklist", "example.com", "--remove").returncode == 0
     assert read_site(zk, paths, "example.com") == read_site(zk, paths, "never-configured.example")
 
+    paused = cli(env, "pause", "daily", "--json")  # the request kinds pause and resume, through Kafka
+    assert paused.returncode == 0, paused.stderr
+    assert (last_json(paused)["state"], last_json(paused)["parked"]) == ("paused", 3) and redis.zcard(keys.SEEDS) == 0
+    resumed = cli(env, "resume", "daily")
+    assert resumed.returncode == 0 and "crawl daily resumed" in resumed.stdout and redis.zcard(keys.SEEDS) == 3
+
     stopped = cli(env, "stop", "daily", "--json")
     assert stopped.returncode == 0, stopped.stderr
     assert last_json(stopped)["purged"]["seeds"] == 3 and redis.zcard(keys.SEEDS) == 0
