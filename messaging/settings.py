@@ -316,7 +316,8 @@ define("CRAWLFLEET_CRAWL_TTL", 7 * 86400,
        "Seconds a crawl's keys (``crawl:<id>``) are kept after the crawl stopped or finished.",
        group="messaging", parse=int)
 define("CRAWLFLEET_REQUEST_TTL", 86400,
-       "Seconds an info, stats, site-config or stop request waits in Redis for a Redis monitor before it expires.",
+       "Seconds an info, stats, site-config, stop, pause or resume request waits in Redis for a Redis monitor before "
+       "it expires.",
        group="messaging", parse=int)
 define("CRAWLFLEET_REDIS_MONITOR_PLUGINS", request_kinds.redis_plugins(),
        "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request "

@@ -87,9 +87,9 @@ class Pausing:
 
     def park_taken(self, leased: Leased) -> None:
         """A task of a paused crawl was taken (before the pause was heard, or landed since): parked, unfetched."""
-        self._park([handed_back(leased)])
         if leased.lease.task.crawlid not in self.paused:
-            self.sync()
+            self.sync()  # the pause itself: its queues are parked, its scheduler told
+        self._park([handed_back(leased)])
 
     # --- internals ------------------------------------------------------------------------------------------------
     def _hold_back(self, crawls: set[str]) -> None:
@@ -128,13 +128,22 @@ class Pausing:
     def _park(self, handed: list[HandedBack]) -> None:
         if not handed:
             return
-        parked = self.feed.frontier.park(handed)
+        feed = self.feed
+        parked = feed.frontier.park(handed)
         for item in handed:  # parked, or no longer held (expired and put back): not this worker's to renew
-            self.feed.held.pop(item.lease.member, None)
-            self.feed.unsent_done(item.lease.member)
+            feed.held.pop(item.lease.member, None)
+            feed.unsent_done(item.lease.member)
         if parked:
-            self.feed.registry.add_outstanding({self.feed.info.job: -len(parked)})
+            feed.registry.add_outstanding({feed.info.job: -len(parked)})
             self.parked += len(parked)
+        # A lease handed back while its crawl's resume was being heard is parked after the crawl's take-up: it goes
+        # back at once (this thread alone parks and takes up this job's tasks, so nothing slips between the two).
+        for crawlid in {lease.task.crawlid for lease in parked} - self.paused:
+            info = feed.catalog.get(crawlid)
+            if info is None or not info.paused:
+                domains = sorted({lease.domain for lease in parked if lease.task.crawlid == crawlid})
+                back = feed.frontier.unpark(domains, crawlid)
+                feed.registry.add_outstanding({feed.info.job: sum(back.values())})
 
 
 def _drain(source: queue.SimpleQueue[Any]) -> list[Any]:

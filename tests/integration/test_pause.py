@@ -174,6 +174,28 @@ def test_a_lease_handed_back_by_the_scheduler_is_parked_and_a_retired_jobs_parke
     assert redis.zcard(keys.parked_seeds("p")) == 3 and redis.zcard(keys.SEEDS) == 0
 
 
+def test_a_lease_handed_back_as_the_resume_is_heard_goes_back_to_the_queue(cf: Any) -> None:
+    """The scheduler handed a lease back while the feed was hearing the resume: it is not left parked."""
+    redis = cf.redis()
+    crawl(redis, "p")
+    feed = worker(cf)
+    feed.register()
+    land(redis, tasks("p", 2))
+    assert feed._fill()
+    leased = feed.pop()
+    assert leased is not None
+    pause.pause(redis, "p")
+    feed.crawl_changed("p", "paused")
+    feed.pausing.turn()
+    pause.resume(redis, "p")
+    feed.crawl_changed("p", "running")
+    feed.pausing.turn()  # taken up: the parked task is back in the queue
+    feed.hand_back(leased.lease)  # ... and then the scheduler's hand-back of the popped lease arrives
+    feed.pausing.turn()
+    assert not feed.frontier.parking.parked_tasks(DOMAIN) and redis.zcard(keys.queue(JOB, DOMAIN)) == 2
+    assert pending_everywhere(redis, "p") == 2
+
+
 def test_a_stop_purges_a_paused_crawls_parked_tasks_and_a_new_request_keeps_it_paused(cf: Any) -> None:
     redis = cf.redis()
     crawl(redis, "p")
