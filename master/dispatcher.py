@@ -13,14 +13,14 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
    slots (``frontier.client.ready.waiting_for_pace``) can fetch nothing soon, so it gets its whole bound, outside the
    window cap too (that cap measured the sites' pace, not the worker).
 3. **Whom**: tasks are read from the head of ``seeds`` (priority order) and each one goes to the worker chosen by the
-   type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A
-   domain holds at most its quota of the workers' queues, a few minutes of its own hits (``master.shares``): its
-   other tasks wait in ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a
-   spider type without a live worker (or without room) are skipped and wait in ``seeds``: they never block the
-   other types. Tasks of a paused crawl (``crawls:{seeds}:paused``, read once per round) take no room and no budget:
-   they are parked out of ``seeds`` (:func:`messaging.pause.park_in_seeds`, one call that checks the crawl is still
-   paused), so the crawls behind them go on. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that cannot be
-   placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
+   type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A domain
+   holds at most its quota of the workers' queues, a few minutes of its own hits (``master.shares``): its other tasks
+   wait in ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a spider type
+   without a live worker (or without room) are skipped and wait in ``seeds``: they never block the other types. Tasks of
+   a paused crawl (``crawls:{seeds}:paused``, read once per round) take no room and no budget: they are parked out of
+   ``seeds`` (:func:`messaging.pause.park_in_seeds`, one call that checks the crawl is still paused), so the crawls
+   behind them go on. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that cannot
+   be placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
    (``master.waits.SkipMark``), and why each crawl's tasks wait is published for the info answer and the crawl page
    (``master.waits.WaitBoard``).
 4. **Move**, in batches of CRAWLFLEET_DISPATCH_BATCH: ``master.staging`` (stage in the ``seeds`` slot under the
