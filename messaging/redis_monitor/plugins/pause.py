@@ -9,35 +9,34 @@ A crawl that is stopped, finished or unknown is answered ``rejected`` with the r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from messaging import pause
+from messaging.clients import RedisClient
 from messaging.redis_monitor.plugins import Context, Plugin, Refused
 from messaging.request_kinds import PAUSE, RESUME
 
-
-def _answer(change: pause.Change) -> dict[str, Any]:
-    return {"crawlid": change.crawlid, "state": change.state, "changed": change.changed, "since": change.since,
-            "parked": change.moved}
+_CHANGES: dict[str, Callable[[RedisClient, str], pause.Change]] = {PAUSE: pause.pause, RESUME: pause.resume}
 
 
-class PausePlugin(Plugin):
+class _Change(Plugin):
+    """Carry out the change of the plugin's kind and answer it; a crawl it cannot change: ``rejected``."""
+
+    def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
+        try:
+            change = _CHANGES[self.kind](context.redis, request["crawlid"])
+        except pause.NotPausable as exc:
+            raise Refused(str(exc), crawlid=exc.crawlid, state=exc.state or None) from None
+        return {"crawlid": change.crawlid, "state": change.state, "changed": change.changed, "since": change.since,
+                "parked": change.moved}
+
+
+class PausePlugin(_Change):
     name = "pause"
     kind = PAUSE
 
-    def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
-        try:
-            return _answer(pause.pause(context.redis, request["crawlid"]))
-        except pause.NotPausable as exc:
-            raise Refused(str(exc), crawlid=exc.crawlid, state=exc.state or None) from None
 
-
-class ResumePlugin(Plugin):
+class ResumePlugin(_Change):
     name = "resume"
     kind = RESUME
-
-    def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
-        try:
-            return _answer(pause.resume(context.redis, request["crawlid"]))
-        except pause.NotPausable as exc:
-            raise Refused(str(exc), crawlid=exc.crawlid, state=exc.state or None) from None
