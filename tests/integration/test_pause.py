@@ -54,7 +54,10 @@ def pending_everywhere(redis: Any, crawlid: str, domains: tuple[str, ...] = (DOM
         int(redis.hget(keys.pending_domain(domain), crawlid) or 0) for domain in domains)
 
 
-def test_a_paused_crawl_waits_parked_out_of_seeds_while_the_dispatcher_serves_the_others(cf: Any) -> None:
+@pytest.mark.parametrize("cluster", [False, pytest.param(True, marks=pytest.mark.cluster)])
+def test_a_paused_crawl_waits_parked_out_of_seeds_while_the_dispatcher_serves_the_others(
+        cf: Any, request: pytest.FixtureRequest, cluster: bool) -> None:
+    cf = request.getfixturevalue("cf_cluster") if cluster else cf
     redis = cf.redis()
     for crawlid in ("p", "o"):
         crawl(redis, crawlid)
@@ -105,10 +108,13 @@ def land(redis: Any, queued: list[Task]) -> None:
     add_to_index(redis, JOB, "list", {DOMAIN: len(queued)})
 
 
-def test_a_worker_hands_back_what_it_holds_of_a_paused_crawl_and_takes_it_up_when_resumed(cf: Any) -> None:
+@pytest.mark.parametrize("cluster", [False, pytest.param(True, marks=pytest.mark.cluster)])
+def test_a_worker_hands_back_what_it_holds_of_a_paused_crawl_and_takes_it_up_when_resumed(
+        cf: Any, request: pytest.FixtureRequest, cluster: bool) -> None:
     """The feed's side (spiders.worker.pausing), its crank turned by the test: the leases it took and has not handed
     out are parked with their hits withdrawn, what its queue holds is parked, its scheduler is told; a task taken
     later is parked unfetched; the other crawl on the same site goes on; resumed, everything is back in the queue."""
+    cf = request.getfixturevalue("cf_cluster") if cluster else cf
     redis = cf.redis()
     for crawlid in ("p", "o"):
         crawl(redis, crawlid)
