@@ -34,10 +34,13 @@ def crawl_domains(crawlid: str) -> str:
     return f"crawl:{crawlid}:domains"
 
 
-CHILDREN_JOURNAL = "children:{seeds}:journal"
-"""zset: digest of a task whose children a worker is pushing -> Redis time it started. An entry left behind means
-that processing stopped between the Bloom filter and ``seeds``: the task's next processing pushes every child again
-(``spiders.worker.commit``)."""
+def children_journal(digest: str) -> str:
+    """hash: the children journal's entry of a task being committed (``digest``: of its member) — URL fingerprint ->
+    child task, for each child the Bloom filter did not hold when the commit asked it, written before the commit
+    marks them. Deleted by the call that pushes them into ``seeds`` (hash tag ``seeds``); one left behind means the
+    commit stopped in between: the task's next commit pushes exactly these (``spiders.worker.commit``). Expires
+    after a week."""
+    return f"children:{{{SEEDS}}}:journal:{digest}"
 
 FINISH_CANDIDATES = "finish:{seeds}:candidates"
 """set: crawls with nothing left in ``seeds``; the finisher checks their domains and declares them finished."""

@@ -60,6 +60,10 @@ class FingerprintSet(Protocol):
         """Mark the fingerprints; for each, whether it was new."""
         ...
 
+    def contains_fingerprints(self, fingerprints: Sequence[bytes]) -> list[bool]:
+        """For each fingerprint, whether the set holds it (nothing is marked)."""
+        ...
+
 
 @runtime_checkable
 class BatchDupeFilter(Protocol):

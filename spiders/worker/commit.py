@@ -4,38 +4,47 @@ A task is *complete* (docs/architecture.md) when its response was processed, its
 are stored. The scheduler hands finished tasks here (items already stored); :meth:`Committer.commit` settles a whole
 batch of them in a few round trips, whatever its size:
 
-1. **journal** — ``ZADD NX`` of each parent's digest into ``children:{seeds}:journal`` (score: now). A digest that
-   is already there means an earlier processing of the same task stopped between marking its children in the Bloom
-   filter and pushing them: that parent re-pushes *all* its children, seen or not, so a crash never loses them.
-   A digest whose Bloom step this process completed is its own retry of a commit that Redis interrupted later (the
-   batch is kept and committed again), not a re-delivery: it pushes the children that were new to the filter at
-   its first attempt (remembered in memory) and those new now, nothing else. One interrupted in the middle of its
-   Bloom step counts as re-delivered (some children may be marked, none recorded). (Taking that retry
-   for a re-delivery once made one Redis kill -9 re-push every link of the parents in flight — a documentation
-   site's pages each link every page, with their parent as ``referer``, so each page was fetched again per parent:
-   2,858 pages for 526.)
-2. **Bloom** — one batch call per crawl filter: the parents' own URLs first (a crawl's start URL is marked when it
-   is fetched), then every child; a child goes on only if it is new (or its parent is re-delivered).
-3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
+1. **candidates** — one Bloom filter check per crawl filter (nothing is marked): a child the filter holds is someone
+   else's to push — pushed already, or owed by the page that marked it, whose journal entry lists it (step 2). The
+   others are the page's *candidates*, the only children it can be the first to mark, each given to the first page
+   of the batch that links it (a page's own URL, or where its redirects ended, is nobody's candidate).
+2. **journal** — one Lua call (``lua/journal.lua``) writes each page's candidates (fingerprint -> child task) under
+   its entry ``children:{seeds}:journal:<digest of the task>``, *before* they are marked, and says which pages had an
+   entry already: such a page is being committed again — by this process, after Redis interrupted an earlier
+   attempt, or by another worker after its lease expired — and the earlier attempt may have marked the entry's
+   children without pushing them.
+3. **Bloom** — one check-and-add per crawl filter: the pages' own URLs and every candidate. A page committed for the
+   first time owes the candidates that were new to the filter (a candidate that another page marked in between is
+   that page's); a page that had an entry owes every child in it, since which of them its earlier attempt marked is
+   not known.
+4. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
-4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child; for a crawl ordered by importance
-   (rule field ``importance``), one :func:`spiders.worker.importance.push_by_importance` call instead, which also
-   counts every link of the batch's pages, seen or not (:mod:`spiders.worker.importance`).
-5. **revisits** — a crawl whose rule has ``revisit`` (``frontier.revisit``): the batch's pages it revisits are
+5. **push** — one call for every admitted child (``lua/push_owed.lua``; for a crawl ordered by importance, rule field
+   ``importance``, one :func:`spiders.worker.importance.push_by_importance` call instead, which also counts every
+   link of the batch's pages, seen or not): a page's children go into ``seeds`` only if its journal entry is still
+   there, and the entry is deleted in the same call. A commit retried after its push, or a call the client sent
+   twice, pushes nothing twice; an entry is gone exactly when its children are in ``seeds``.
+6. **revisits** — a crawl whose rule has ``revisit`` (``frontier.revisit``): the batch's pages it revisits are
    scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
-6. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
+7. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
    ``restored``, or ``retried`` for ``crawlfleet retry``'s; failures by reason: :mod:`messaging.counts`, ``noindex``
    among them), one script per crawl, mirrored into ``crawl:<id>``; its verdicts go to the crawl's failures list
    (:class:`messaging.failures.FailureStore`: a failed page kept, a recovered one dropped). Tasks the politeness
    step dropped unfetched are counted the same way (:meth:`Committer.count_unfetched`: reason ``robots`` or
    ``blacklisted``). A batch whose commit is tried again after this step is not counted again (this process
    remembers what it counted until the leases are acknowledged).
-7. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
-   released, atomically per domain; then the journal entries removed, the finisher's change log
-   (``frontier.finish_hints``) and the weights' completion count. A crash anywhere leaves the task to be processed
-   again, which counts as ``restored``: a page is counted exactly once; a lost change-log entry delays a crawl's end
-   (the finisher re-reads its counts), never hastens it.
+8. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
+   released, atomically per domain; then the finisher's change log (``frontier.finish_hints``) and the weights'
+   completion count.
+
+A crash (or a Redis restart) anywhere leaves the task to be processed again, which counts as ``restored``, and never
+loses a child: a child the filter holds was marked by a page whose entry lists it until it is in ``seeds``. Nor does
+it push again what was pushed: a page processed again pushes only its entry's children, which no one pushed. (Before
+the journal recorded candidates, a page committed again pushed *every* link it had, seen or not: one Redis kill -9
+made a documentation site's pages, each linking the others, be fetched again once per page in flight — 878
+requests for 526 pages.) A lost change-log entry delays a crawl's end (the finisher re-reads its counts), never
+hastens it.
 """
 
 from __future__ import annotations
@@ -61,17 +70,22 @@ from messaging.domains import InvalidDomain, domain_of
 from messaging.failures import DROP, KEEP, Failure, FailureStore
 from messaging.scripts import lua_script, run_scripts
 from messaging.settings import default
-from messaging.tasks import CrawlFields, Task, push_seeds
+from messaging.tasks import SEEDS_SCORE_LUA, CrawlFields, Task, check_priority
 from spiders.dupefilter import BatchDupeFilter
 from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.importance import Link, push_by_importance, wants_importance
 
 logger = logging.getLogger(__name__)
-JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
+# A journal entry outlives any lease by far: the task it belongs to is processed again (its lease expired, its job
+# retired) long before; only a task purged by a stop leaves its entry behind, and it expires.
+JOURNAL_KEEP_SECONDS = 7 * 86400
+LUA = Path(__file__).with_name("lua")
 
-ADMIT = lua_script(Path(__file__).with_name("lua") / "admit.lua")  # a limited crawl's children that still fit
-COUNT = lua_script(Path(__file__).with_name("lua") / "count.lua")  # pages and items once per canonical URL
+ADMIT = lua_script(LUA / "admit.lua")  # a limited crawl's children that still fit
+COUNT = lua_script(LUA / "count.lua")  # pages and items once per canonical URL
+JOURNAL = lua_script(LUA / "journal.lua")  # each page's candidates written before they are marked
+PUSH_OWED = lua_script(LUA / "push_owed.lua", prefix=SEEDS_SCORE_LUA)  # owed children, once per journal entry
 
 
 @dataclass
@@ -93,10 +107,30 @@ class Finished:
 class CommitResult:
     completed: list[Lease] = field(default_factory=list)  # acknowledged now
     pushed: int = 0  # children new in seeds
-    duplicates: int = 0  # children the Bloom filter had seen
+    duplicates: int = 0  # children the page did not owe: the Bloom filter had them (pushed or owed by another page)
     over_limit: int = 0  # children refused by max_pages / domain_max_pages
-    repushed: int = 0  # children of re-delivered tasks pushed whatever the Bloom filter said
+    repushed: int = 0  # children owed by a journal entry an earlier commit of the same task left (step 2)
     revisits: int = 0  # pages of revisiting crawls scheduled or rescheduled
+
+
+@dataclass
+class _Page:
+    """A finished task, as one commit sees it."""
+
+    finished: Finished
+    namespace: str  # its crawl's Bloom filter
+    entry: str  # its journal entry's key
+    candidates: dict[bytes, Task] = field(default_factory=dict)  # fingerprint -> child the filter did not hold
+    stored: dict[bytes, Task] | None = None  # its journal entry's children, when it had one (committed again)
+
+    @property
+    def crawlid(self) -> str:
+        return self.finished.lease.task.crawlid
+
+    @property
+    def journaled(self) -> bool:
+        """Whether it has a journal entry now (written in step 2, or left by an earlier commit)."""
+        return bool(self.candidates) or self.stored is not None
 
 
 class Committer:
@@ -115,35 +149,26 @@ class Committer:
         self._admit = ADMIT.on(redis)
         self.schedule = Schedule(redis)
         self._count_pages = COUNT.on(redis)
-        # parent digest -> its children that were new to the Bloom filter, recorded once this process's Bloom step
-        # for the parent completed. Finding such a parent's journal entry again is this process's own retry of a
-        # commit that Redis interrupted later on: it owes exactly these pushes. A parent whose Bloom step did not
-        # complete (Redis died in the middle of it) may have some children marked and none recorded: it is treated
-        # as re-delivered and pushes all of them.
-        self._owed: dict[str, set[bytes]] = {}
+        self._journal_write = JOURNAL.on(redis)
+        self._push_owed = PUSH_OWED.on(redis)
 
-    def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
-        """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
+    def commit(self, batch: Sequence[Finished]) -> CommitResult:
+        """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired.
+        A batch that raised is committed again as it is (the feed keeps it): every step is safe to repeat."""
         result = CommitResult()
         if not batch:
             return result
-        digests = {id(f): _digest(f.lease.member) for f in batch if f.children}
-        redelivered = self._journal(batch, digests, now)
-        children = self._new_children(batch, redelivered, result, digests)
-        admitted = self._within_limits(children, result)
-        important = {crawlid for crawlid in {f.lease.task.crawlid for f in batch} if self._by_importance(crawlid)}
-        if important:  # their links are counted and their new URLs pushed by importance, in one call
-            links, new = _importance_links(batch, admitted, important)
-            admitted = [task for task in admitted if task.crawlid not in important]
-            result.pushed += push_by_importance(self.redis, links, new).pushed
-        if admitted:
-            result.pushed += push_seeds(self.redis, admitted)
+        pages = self._candidates(batch)
+        self._journal(pages)
+        owed = self._mark(batch, pages, result)
+        admitted = self._within_limits([child for _, child in owed], result)
+        self._push(batch, pages, owed, admitted, result)
         result.revisits = self._revisits(batch)
         self._count(batch)
         result.completed = self.frontier.complete([f.lease for f in batch])
         for finished in batch:
             self._verdicts.pop(finished.lease.member, None)
-        self._settle(result.completed, list(digests.values()))
+        self._settle(result.completed)
         return result
 
     def _by_importance(self, crawlid: str) -> bool:
@@ -154,64 +179,109 @@ class Committer:
         """Mark tasks' URLs in their crawls' dupefilter sets (start URLs, which no worker pushed)."""
         by_namespace: dict[str, list[bytes]] = defaultdict(list)
         for task in tasks:
-            by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(url_fingerprint(task.url))
+            by_namespace[self._namespace(task.crawlid)].append(url_fingerprint(task.url))
         for namespace, fingerprints in by_namespace.items():
             self.dupefilter.bloom(namespace).add_fingerprints(fingerprints)
 
-    # --- steps ----------------------------------------------------------------------------------------------------
-    def _journal(self, batch: Sequence[Finished], digests: dict[int, str], now: float) -> set[int]:
-        if not digests:
-            return set()
-        pipe = self.redis.pipeline(transaction=False)
-        for digest in digests.values():
-            pipe.zadd(keys.CHILDREN_JOURNAL, {digest: now}, nx=True)
-        pipe.zremrangebyscore(keys.CHILDREN_JOURNAL, "-inf", now - JOURNAL_KEEP_SECONDS)
-        added = pipe.execute()[:-1]
-        redelivered = {key for key, new in zip(digests, added, strict=True)
-                       if not int(new) and digests[key] not in self._owed}
-        if redelivered:
-            logger.info("%d re-delivered tasks push all their children again", len(redelivered))
-        return redelivered
+    def _namespace(self, crawlid: str) -> str:
+        return self.dupefilter.namespace({"crawlid": crawlid})
 
-    def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult,
-                      digests: dict[int, str] | None = None) -> list[Task]:
-        """**Where dedup is asked of a page's links**: one batch per crawl's set, the pages' own URLs first; a child
-        goes on when it is new (or its parent is re-delivered, or this process owes it: the module docstring)."""
-        digests = digests or {}
-        by_namespace: dict[str, list[tuple[bytes, Task | None, bool, str]]] = defaultdict(list)
+    # --- steps ----------------------------------------------------------------------------------------------------
+    def _candidates(self, batch: Sequence[Finished]) -> list[_Page]:
+        """Step 1, **where dedup is asked of a page's links**: one check per crawl's set; each child the set does not
+        hold becomes a candidate of the first page that links it."""
+        own: dict[str, set[bytes]] = defaultdict(set)  # the batch's own URLs and redirect ends, per set
         for finished in batch:
             task = finished.lease.task
-            namespace = self.dupefilter.namespace({"crawlid": task.crawlid})
-            for url in [task.url, *finished.marks]:
-                by_namespace[namespace].append((url_fingerprint(url), None, False, ""))
-            forced = id(finished) in redelivered
-            digest = digests.get(id(finished), "")
-            for kid in finished.children:
-                by_namespace[namespace].append((url_fingerprint(kid.url), kid, forced, digest))
-        new: list[Task] = []
-        for namespace, entries in by_namespace.items():
-            unique = list(dict.fromkeys(fp for fp, _, _, _ in entries))
-            fresh = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
-            for _, child, _, digest in entries:
-                if child is not None and digest:
-                    self._owed.setdefault(digest, set())  # this parent's Bloom step is complete
-            taken: set[bytes] = set()
-            for fp, child, forced, digest in entries:
-                if child is None:
-                    continue
-                # new to the filter now, or new to it when this process's interrupted attempt marked it
-                owed = fresh.get(fp) or fp in self._owed.get(digest, ())
-                if owed and digest:
-                    self._owed[digest].add(fp)
-                if forced:
-                    new.append(child)
-                    result.repushed += 1
-                elif owed and fp not in taken:
-                    taken.add(fp)
-                    new.append(child)
-                else:
-                    result.duplicates += 1
-        return new
+            own[self._namespace(task.crawlid)].update(url_fingerprint(url) for url in [task.url, *finished.marks])
+        pages: list[_Page] = []
+        links: dict[str, list[tuple[bytes, _Page, Task]]] = defaultdict(list)
+        for finished in batch:  # a task without children too: an earlier commit of it may have left an entry
+            namespace = self._namespace(finished.lease.task.crawlid)
+            page = _Page(finished, namespace, keys.children_journal(_digest(finished.lease.member)))
+            pages.append(page)
+            for child in finished.children:
+                fingerprint = url_fingerprint(child.url)
+                if fingerprint not in own[namespace]:
+                    links[namespace].append((fingerprint, page, child))
+        for namespace, found in links.items():
+            unique = list(dict.fromkeys(fingerprint for fingerprint, _, _ in found))
+            held = dict(zip(unique, self.dupefilter.bloom(namespace).contains_fingerprints(unique), strict=True))
+            for fingerprint, page, child in found:
+                if not held[fingerprint]:
+                    held[fingerprint] = True  # given to this page: the batch's other pages do not owe it
+                    page.candidates[fingerprint] = child
+        return pages
+
+    def _journal(self, pages: list[_Page]) -> None:
+        """Step 2: the pages' candidates written under their entries, in one call; the entries found are read back."""
+        if not pages:
+            return
+        args: list[Any] = [int(JOURNAL_KEEP_SECONDS * 1000)]
+        for page in pages:
+            args.append(len(page.candidates))
+            for fingerprint, child in page.candidates.items():
+                args += [fingerprint.hex(), child.encode()]
+        replies = self._journal_write(keys=[page.entry for page in pages], args=args)
+        again = 0
+        for page, reply in zip(pages, replies, strict=True):
+            if reply:
+                page.stored = {bytes.fromhex(as_text(reply[i])): Task.decode(reply[i + 1])
+                               for i in range(0, len(reply), 2)}
+                again += 1
+        if again:
+            logger.info("%d tasks committed again push the children their journal entries list", again)
+
+    def _mark(self, batch: Sequence[Finished], pages: list[_Page], result: CommitResult) -> list[tuple[_Page, Task]]:
+        """Step 3: the pages' own URLs and every candidate marked, one check-and-add per crawl's set; returns the
+        children each page owes, each child once."""
+        marked: dict[str, list[bytes]] = defaultdict(list)
+        for finished in batch:
+            task = finished.lease.task
+            marked[self._namespace(task.crawlid)] += [url_fingerprint(url) for url in [task.url, *finished.marks]]
+        for page in pages:
+            marked[page.namespace] += [*page.candidates, *(page.stored or ())]
+        new: dict[str, dict[bytes, bool]] = {}
+        for namespace, fingerprints in marked.items():
+            unique = list(dict.fromkeys(fingerprints))
+            new[namespace] = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
+        owed: list[tuple[_Page, Task]] = []
+        taken: dict[str, set[bytes]] = defaultdict(set)
+        for page in pages:
+            if page.stored is not None:
+                children = page.stored
+                result.repushed += len(children)
+            else:
+                children = {fp: child for fp, child in page.candidates.items() if new[page.namespace][fp]}
+            for fingerprint, child in children.items():
+                if fingerprint not in taken[page.namespace]:
+                    taken[page.namespace].add(fingerprint)
+                    owed.append((page, child))
+            result.duplicates += max(0, len(page.finished.children) - len(children))
+        return owed
+
+    def _push(self, batch: Sequence[Finished], pages: list[_Page], owed: list[tuple[_Page, Task]],
+              admitted: list[Task], result: CommitResult) -> None:
+        """Step 5: the admitted children into ``seeds``, each page's only while its journal entry is there (deleted
+        in the same call); importance crawls in their own call, which counts every link of their pages."""
+        important = {crawlid for crawlid in {f.lease.task.crawlid for f in batch} if self._by_importance(crawlid)}
+        pushing = {id(child) for child in admitted}
+        plain = [page for page in pages if page.journaled and page.crawlid not in important]
+        if plain:
+            index = {id(page): n for n, page in enumerate(plain, 1)}
+            args: list[Any] = []
+            for page, child in owed:
+                if id(child) in pushing and page.crawlid not in important:
+                    args += [index[id(page)], child.encode(), check_priority(child.priority), child.crawlid]
+            result.pushed += int(self._push_owed(keys=[keys.SEEDS, keys.SEEDS_SEQUENCE, keys.PENDING_SEEDS,
+                                                       *(page.entry for page in plain)], args=args))
+        if important:
+            ranked = [page for page in pages if page.journaled and page.crawlid in important]
+            index = {id(page): n for n, page in enumerate(ranked, 1)}
+            new = [(url_fingerprint(child.url).hex(), child, index[id(page)]) for page, child in owed
+                   if id(child) in pushing and page.crawlid in important]
+            result.pushed += push_by_importance(self.redis, _importance_links(batch, important), new,
+                                                entries=[page.entry for page in ranked]).pushed
 
     def _within_limits(self, children: list[Task], result: CommitResult) -> list[Task]:
         by_crawl: dict[str, list[Task]] = defaultdict(list)
@@ -327,23 +397,18 @@ class Committer:
         pipe.execute()
         return verdicts
 
-    def _settle(self, completed: list[Lease], digests: list[str]) -> None:
-        """After the acknowledgement: the journal entries removed and the finisher's change log, in one pipeline;
-        the weights' completions counted."""
+    def _settle(self, completed: list[Lease]) -> None:
+        """After the acknowledgement: the finisher's change log; the weights' completions counted."""
+        if not completed:
+            return
         pipe = self.redis.pipeline(transaction=False)
-        if digests:
-            pipe.zrem(keys.CHILDREN_JOURNAL, *digests)
         log_touched(pipe, ((lease.domain, lease.task.crawlid) for lease in completed))  # the finisher looks again
         pipe.execute()
-        for digest in digests:
-            self._owed.pop(digest, None)
-        if completed:
-            record_completion(self.redis, self.job, len(completed))
+        record_completion(self.redis, self.job, len(completed))
 
 
-def _importance_links(batch: Sequence[Finished], admitted: list[Task],
-                      important: set[str]) -> tuple[list[Link], list[tuple[str, Task]]]:
-    """Each page's distinct links (every one counts, seen or not) and the admitted new URLs, of importance crawls."""
+def _importance_links(batch: Sequence[Finished], important: set[str]) -> list[Link]:
+    """Each page's distinct links, of importance crawls: every one counts, seen or not."""
     links: list[Link] = []
     for finished in batch:
         crawlid = finished.lease.task.crawlid
@@ -351,8 +416,7 @@ def _importance_links(batch: Sequence[Finished], admitted: list[Task],
             fingerprints = dict.fromkeys(url_fingerprint(child.url).hex() for child in finished.children)
             parent = url_fingerprint(finished.lease.task.url).hex()
             links += [Link(crawlid, fingerprint, parent, len(fingerprints)) for fingerprint in fingerprints]
-    new = [(url_fingerprint(task.url).hex(), task) for task in admitted if task.crawlid in important]
-    return links, new
+    return links
 
 
 def _digest(member: str) -> str:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
@@ -397,8 +396,7 @@ class TaskFeed:
         if not batch:
             return
         try:
-            # the journal's time only ages out forgotten entries (after a day): this host's clock will do
-            result = self.committer.commit(batch, time.time())
+            result = self.committer.commit(batch)
         except Exception:
             for finished in batch:  # kept for the next attempt: nothing finished is lost on a Redis hiccup
                 self.finished.put(finished)
