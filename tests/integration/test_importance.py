@@ -77,3 +77,25 @@ def _fp(url: str) -> str:
     from frontier.bloom import url_fingerprint
 
     return url_fingerprint(url).hex()
+
+
+
+def test_a_push_sent_twice_pushes_once(cf: Any, monkeypatch: Any) -> None:
+    """The children journal holds for importance crawls too (``tests/integration/test_children_journal.py``): the
+    call that pushes deletes the pages' entries and pushes only for those still there, so a push that ran, lost its
+    answer and was sent again pushes nothing twice, even once the first copies left seeds."""
+    from spiders.worker import commit
+
+    redis = cf.redis()
+    committer = committer_for(cf, {"imp": {**RULE, "importance": True}})
+    real = commit.push_by_importance
+
+    def twice(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        assert sorted(seeds_order(redis)) == ["http://b.test/x", "http://b.test/y"]
+        redis.delete(keys.SEEDS)  # dispatched meanwhile
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(commit, "push_by_importance", twice)
+    assert committer.commit([page("imp", "http://a.test/1", ["http://b.test/y", "http://b.test/x"])]).pushed == 0
+    assert seeds_order(redis) == [] and not list(redis.scan_iter(match=keys.children_journal("*")))
