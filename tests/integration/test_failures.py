@@ -36,7 +36,7 @@ def commit(cf: Any, job: str, store: Any, outcomes: list[tuple[Task, int, str, i
     batch = [Finished(lease_one(frontier, task), items=items, failure=reason, status=status, attempts=attempts,
                       failed_at=1_700_000_000.0 if reason else 0.0)
              for task, items, reason, status, attempts in outcomes]
-    instance.commit(batch, RedisClock(frontier.redis).now())
+    instance.commit(batch)
 
 
 def listed(cf: Any, redis: Any, *reasons: str) -> dict[str, dict[str, Any]]:
@@ -148,9 +148,9 @@ def test_a_commit_tried_again_after_mongodb_refused_the_list_counts_once(cf: Any
     frontier, instance = committer(cf, "job-f", FlakyStore(cf.mongo()))
     batch = [Finished(lease_one(frontier, start), failure="HTTP 500", status=500, attempts=3, failed_at=1.0)]
     with pytest.raises(ConnectionError):
-        instance.commit(batch, RedisClock(redis).now())
+        instance.commit(batch)
     assert redis.zcard(keys.inflight("job-f", start.domain)) == 1  # not acknowledged: the feed keeps the batch
-    result = instance.commit(batch, RedisClock(redis).now())
+    result = instance.commit(batch)
     assert len(result.completed) == 1
     counts = read_counts(redis, CRAWL)
     assert (counts.pages, counts.restored, counts.listed) == (1, 0, 1)  # counted once, listed once
