@@ -38,7 +38,7 @@ def children_journal(digest: str) -> str:
     """hash: the children journal's entry of a task being committed (``digest``: of its member) — URL fingerprint ->
     child task, for each child the Bloom filter did not hold when the commit asked it, written before the commit
     marks them. Deleted by the call that pushes them into ``seeds`` (hash tag ``seeds``); one left behind means the
-    commit stopped in between: the task's next commit pushes exactly these (``spiders.worker.commit``). Expires
+    commit stopped in between: the task's next commit pushes exactly these (``spiders.worker.journal``). Expires
     after a week."""
     return f"children:{{{SEEDS}}}:journal:{digest}"
 

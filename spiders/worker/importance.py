@@ -58,7 +58,7 @@ def push_by_importance(redis: Any, links: Iterable[Link], new: Sequence[tuple[st
                        keep_seconds: float = KEEP_SECONDS, entries: Sequence[str] = ()) -> ImportanceResult:
     """Count ``links`` (one per page and distinct URL), push ``new`` (fingerprint, task[, entry]) into ``seeds`` by
     importance and raise the waiting ones; one round trip. ``entries``: the children journal's entries of the pushing
-    pages (``spiders.worker.commit``); a push naming one (its 1-based index) is made only if that entry is still
+    pages (``spiders.worker.journal``); a push naming one (its 1-based index) is made only if that entry is still
     there, and every entry is deleted in the same call."""
     links = list(links)
     if not links and not new:

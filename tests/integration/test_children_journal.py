@@ -14,7 +14,8 @@ import pytest
 
 from messaging import keys
 from messaging.tasks import Task
-from spiders.worker.commit import JOURNAL_KEEP_SECONDS, Finished
+from spiders.worker.commit import Finished
+from spiders.worker.journal import JOURNAL_KEEP_SECONDS
 from tests.integration.test_worker_feed import CRAWL, lease_one, start_crawl, worker_parts
 
 pytestmark = pytest.mark.integration
@@ -76,8 +77,7 @@ def test_a_commit_pushes_its_new_children_once_and_leaves_no_entry(cf: Any) -> N
     assert entries(committer.redis) == []
 
 
-@pytest.mark.parametrize("step, before", [("_journal_write", False), ("bloom", True), ("bloom", False),
-                                          ("_push_owed", True)])
+@pytest.mark.parametrize("step, before", [("_write", False), ("bloom", True), ("bloom", False), ("_push_owed", True)])
 def test_a_commit_retried_after_redis_cut_it_off_pushes_exactly_the_new_children(cf: Any, monkeypatch: Any,
                                                                                   step: str, before: bool) -> None:
     """Cut off after its journal entry was written, before or after the Bloom filter marked the children (the
@@ -89,7 +89,7 @@ def test_a_commit_retried_after_redis_cut_it_off_pushes_exactly_the_new_children
         bloom = committer.dupefilter.bloom(committer.dupefilter.namespace({"crawlid": CRAWL}))
         fail_once(monkeypatch, bloom, "add_fingerprints", before)
     else:
-        fail_once(monkeypatch, committer, step, before)
+        fail_once(monkeypatch, committer.journal, step, before)
     with pytest.raises(RedisAway):
         committer.commit([finished])
     result = committer.commit([finished])  # the feed keeps a batch that raised and commits it again
@@ -116,14 +116,14 @@ def test_a_push_the_client_sends_twice_pushes_once(cf: Any, monkeypatch: Any) ->
     """A push that ran, whose answer was lost and that was sent again (a client that re-sends failed calls) finds
     its entries gone: nothing is pushed twice, even once the first copies left seeds."""
     frontier, committer, start, seen, fresh = page_with_links(cf)
-    real = committer._push_owed
+    real = committer.journal._push_owed
 
     def twice(*args: Any, **kwargs: Any) -> Any:
         real(*args, **kwargs)
         dispatched(committer.redis)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(committer, "_push_owed", twice)
+    monkeypatch.setattr(committer.journal, "_push_owed", twice)
     result = committer.commit([Finished(lease_one(frontier, start), seen + fresh, items=1)])
     assert queued(committer.redis) == [] and result.pushed == 0
 

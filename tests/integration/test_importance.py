@@ -84,11 +84,11 @@ def test_a_push_sent_twice_pushes_once(cf: Any, monkeypatch: Any) -> None:
     """The children journal holds for importance crawls too (``tests/integration/test_children_journal.py``): the
     call that pushes deletes the pages' entries and pushes only for those still there, so a push that ran, lost its
     answer and was sent again pushes nothing twice, even once the first copies left seeds."""
-    from spiders.worker import commit
+    from spiders.worker import journal
 
     redis = cf.redis()
     committer = committer_for(cf, {"imp": {**RULE, "importance": True}})
-    real = commit.push_by_importance
+    real = journal.push_by_importance
 
     def twice(*args: Any, **kwargs: Any) -> Any:
         real(*args, **kwargs)
@@ -96,6 +96,6 @@ def test_a_push_sent_twice_pushes_once(cf: Any, monkeypatch: Any) -> None:
         redis.delete(keys.SEEDS)  # dispatched meanwhile
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(commit, "push_by_importance", twice)
+    monkeypatch.setattr(journal, "push_by_importance", twice)
     assert committer.commit([page("imp", "http://a.test/1", ["http://b.test/y", "http://b.test/x"])]).pushed == 0
     assert seeds_order(redis) == [] and not list(redis.scan_iter(match=keys.children_journal("*")))

@@ -1,4 +1,4 @@
--- The children journal (spiders/worker/commit.py, step 2): before a commit marks its pages' children in the Bloom
+-- The children journal (spiders/worker/journal.py, step 2): before a commit marks its pages' children in the Bloom
 -- filter, each page's *candidates* — its children the filter did not hold when it was asked, the only ones this page
 -- can be the first to mark — are written under the page's entry, so that a commit cut off between the Bloom filter
 -- and seeds is finished by whoever processes the page again (this process's retry, another worker after the lease

@@ -1,4 +1,4 @@
--- Push a commit's owed children into seeds (spiders/worker/commit.py, step 5), each page's only if its journal entry
+-- Push a commit's owed children into seeds (spiders/worker/journal.py, step 4), each page's only if its journal entry
 -- is still there — deleted in the same call. A commit retried after its push, or a call the client sent twice,
 -- therefore pushes nothing twice, and an entry is gone exactly when its children are in seeds. seeds_score is
 -- prepended; every key is in the slot of seeds.
