@@ -211,7 +211,7 @@ def select_blocks(
         selected = without_forms(selected, blocks, tree, headline, params.form_share)
     # A product's text starts at its name: above it, the shop's header, promotions, breadcrumbs, the seller.
     named = params.product_headline and product and headline is not None and not spread
-    if named and any(block.index == headline for block in selected):
+    if named and headline is not None and any(block.index == headline for block in selected):
         selected = [block for block in selected if block.index >= headline]
     if params.repeat_run and not spread:
         # Not in spread content: a grid's cards repeat their field labels by design ("Seasons: | 3-season").
