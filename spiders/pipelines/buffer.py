@@ -191,7 +191,7 @@ class WriteBuffer:
         self._failures += 1
         now = self.clock.seconds()
         delay = min(self.backoff_max, self.backoff_initial * 2 ** (self._failures - 1))
-        kind = failure.type.__name__ if failure.type is not None else "error"  # Twisted types it optional
+        kind = type(failure.value).__name__
         if self._down_since is None:
             self._down_since, self._last_report = self._attempt_started, now
             expected = failure.check(*self.transient) if self.transient else None
