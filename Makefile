@@ -51,8 +51,8 @@ check: venv
 	exit $$status
 
 # ruff, the floors (pyproject [tool.importlinter]: an import up a floor fails), then the types (pyproject [tool.mypy]:
-# strict on messaging, frontier, master and spiders/worker, mypy's defaults on the rest of spiders and the manager);
-# all run, any fails the target
+# strict on messaging, frontier, master and spiders/worker, mypy's defaults on the rest of spiders, the manager and
+# deploy); all run, any fails the target
 lint: venv
 	@status=0; $(VENV)/bin/ruff check . || status=1; $(VENV)/bin/lint-imports --no-cache || status=1; \
 	$(VENV)/bin/mypy || status=1; exit $$status
