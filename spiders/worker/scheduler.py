@@ -226,9 +226,7 @@ class FleetScheduler:
         running_reactor().callFromThread(self._domain_blocked, domain, until)
 
     def crawls_paused(self, crawlids: set[str]) -> None:
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self._hold_back, crawlids)
+        running_reactor().callFromThread(self._hold_back, crawlids)
 
     # --- on the reactor -------------------------------------------------------------------------------------------
     def _reserved(self, token: Any, slot: SendSlot) -> None:
