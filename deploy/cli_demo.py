@@ -78,7 +78,7 @@ def demo(pages: int, timeout: float, keep: bool, stop: bool) -> None:
     reused = local_fleet.status(run_dir)["running"]
     began = time.monotonic()
     spec = local_fleet.FleetSpec(workers=spider_types.default_workers(), masters=2, demoweb=True, pages=pages,
-                                 redis_aof=False, mongo_on_disk=False, supervise=False, owner="demo")
+                                 redis_aof=False, mongo_on_disk=True, supervise=False, owner="demo")
     try:
         local_fleet.up(run_dir, spec)
         settings = load(local_fleet.child_env(run_dir))

@@ -30,7 +30,9 @@ def services() -> None:
 @services.command("up")
 @click.option("--redis-cluster", is_flag=True, help="A 3-master Redis Cluster instead of one Redis server.")
 @click.option("--redis-aof", is_flag=True, help="Redis with an append-only file (persistence).")
-@click.option("--mongo-storage", default=None, help="SecantusDB storage path (default: in memory).")
+@click.option("--mongo-storage", default=None,
+              help="SecantusDB storage path (default: <run dir>/mongo/data); ':memory:' keeps the data in memory, "
+                   "at most its cache (CRAWLFLEET_LOCAL_MONGO_CACHE).")
 @click.option("--only", multiple=True, type=click.Choice(local_services.SERVICE_NAMES),
               help="Start only these services (repeatable).")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for each service.")

@@ -18,8 +18,10 @@ file), whatever the caller's environment says: the fleet belongs to this run dir
 
 Persistence: Redis runs with an append-only file (fsync every second) when ``FleetSpec.redis_aof`` (``crawlfleet
 up``): accepted requests, queues and leases survive a Redis restart, but for at most the last second. MongoDB keeps
-its data on disk under ``<run_dir>/mongo/data`` (``FleetSpec.mongo_on_disk``): stored items survive its restart.
-The demo runs both in memory (nothing survives); Kafka (Tansu, memory) keeps nothing across a restart.
+its data on disk under ``<run_dir>/mongo/data`` (``FleetSpec.mongo_on_disk``, the demo's too), with a cache bound
+sized from the machine (``deploy.services.mongo``): stored items survive its restart, and a long crawl never fills it.
+The demo runs Redis without its append-only file (nothing of its queues survives); Kafka (Tansu, memory) keeps nothing
+across a restart.
 
 Supervision (``FleetSpec.supervise``): the fleet's last process is ``crawlfleet supervise`` (:mod:`deploy.supervisor`),
 which restarts in place a service that stays unhealthy (checked through a write) past a bound, starts a process that
@@ -45,6 +47,7 @@ from typing import Any
 from deploy import services as local_services
 from deploy.demoweb import DEFAULT_PAGES, demoweb_status, start_demoweb, stop_demoweb
 from deploy.procs import kill_hard, log_tail, pid_alive, port_free, spawn, stop_pid, wait_for
+from deploy.services.mongo import IN_MEMORY
 from deploy.services.redis import RedisService
 from deploy.state import locked, modify_state
 from messaging import clients, discovery, keys, spider_types
@@ -72,7 +75,7 @@ class FleetSpec:
     demoweb: bool = True
     pages: int = DEFAULT_PAGES  # articles per demo site
     redis_aof: bool = True
-    mongo_on_disk: bool = True  # MongoDB's data under <run_dir>/mongo/data (the demo runs it in memory)
+    mongo_on_disk: bool = True  # MongoDB's data under <run_dir>/mongo/data (False: in memory, for a short bench)
     supervise: bool = True  # a supervisor restarts what stays unhealthy and replaces dead or fenced workers
     owner: str = "up"  # who started it ("up", "demo"): the demo stops only a fleet it started
     timeout: float = 90.0  # seconds for everything to be ready
@@ -153,9 +156,10 @@ def plan(spec: FleetSpec, host: str, next_numbers: Mapping[str, int]) -> list[Fl
     return processes
 
 
-def mongo_storage(run_dir: Path, spec: FleetSpec) -> str | None:
-    """Where MongoDB keeps its data: on disk under the run directory for `crawlfleet up`, in memory for the demo."""
-    return str(run_dir / "mongo" / "data") if spec.mongo_on_disk else None
+def mongo_storage(run_dir: Path, spec: FleetSpec) -> str:
+    """Where MongoDB keeps its data: on disk under the run directory (`crawlfleet up`, the demo), in memory only for a
+    short run that asks for it (its cap: the cache, ``deploy.services.mongo``)."""
+    return str(run_dir / "mongo" / "data") if spec.mongo_on_disk else IN_MEMORY
 
 
 # --- up ----------------------------------------------------------------------------------------------------------

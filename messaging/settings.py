@@ -124,6 +124,13 @@ define("CRAWLFLEET_DEMOWEB_ADDRESSES", "127.0.0.11",
        "address; the changing site the 16th). A second demo web on one machine needs a range of its own, e.g. "
        "127.0.1.11.", group="local")
 
+define("CRAWLFLEET_LOCAL_MONGO_CACHE", "",
+       "WiredTiger cache of the MongoDB-wire server the local services start (SecantusDB ``--cache-size``: ``512M``, "
+       "``2G``). Empty: sized from the machine's memory (its cgroup limit if lower) by "
+       "``deploy.services.mongo.cache_size``: on disk a 32nd of it, within 256 MB and 1 GB (the server's memory "
+       "stays near that bound, however much it stores); in memory, where the cache *is* the data and a full one "
+       "refuses every write, an 8th, within 512 MB and 4 GB.", group="local")
+
 # local run: the fleet's supervisor (deploy/supervisor.py, started by `crawlfleet up`)
 define("CRAWLFLEET_SUPERVISE_INTERVAL", 5.0,
        "Seconds between two checks of the local fleet's supervisor (services through a write, processes, fenced "
@@ -434,6 +441,13 @@ define("CRAWLFLEET_STALL_AFTER", 1800.0,
        "Seconds a running crawl with work left may go without progress (its pages, failures and re-processings "
        "counted) before its ``stalled`` event; one event per stall.", group="alerts", parse=float)
 
+define("CRAWLFLEET_STALL_SHOW_AFTER", 60.0,
+       "Seconds a running crawl with work left may go without progress before the info answer (``stalled``), "
+       "``crawlfleet info``, the crawl page, ``crawlfleet fleet status`` and the metric "
+       "``crawlfleet_crawl_stalled_seconds`` say it is stalled, and why (``messaging.stalls``); an item store that "
+       "refuses writes is said after a few seconds. Progress is tracked by the leading master's stall watch.",
+       group="alerts", parse=float)
+
 # --- failures: failed URLs and their retry (issue 42; messaging/failures.py, messaging/counts.py) ----------------
 define("CRAWLFLEET_FAILURES_MAX", 100_000,
        "Failed pages kept per crawl in its failures list (MongoDB ``<crawlid>.failures``: URL, reason, status, "
@@ -563,6 +577,10 @@ define("CRAWLFLEET_PAGE_PROCESSES", -1,
        "4: one or more when the host has more than one usable core (os.sched_getaffinity) per worker, else none; "
        "0: none, the pipelines do the work in the reactor thread; N: N.",
        group="worker", parse=int)
+define("CRAWLFLEET_PAGE_PROCESS_RECYCLE", 25000,
+       "Pages a page-work process (CRAWLFLEET_PAGE_PROCESSES) is sent before a new one takes its place: the old one "
+       "answers what it holds and ends, so no page is lost and no process grows with the crawl's length whatever "
+       "a library it runs keeps (issue 40). 0: never.", group="worker", parse=int)
 define("CRAWLFLEET_HOST_WORKERS", 1,
        "Worker processes this host runs, for CRAWLFLEET_PAGE_PROCESSES=-1 (usable cores per worker). `crawlfleet "
        "up` sets it for its workers to how many it runs, the manager for its spiders to CRAWLFLEET_MANAGER_MAX_PROC "

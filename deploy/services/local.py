@@ -27,7 +27,8 @@ CONNECTION_FIELDS = ("redis_url", "redis_cluster", "kafka_bootstrap", "zk_hosts"
 class Options:
     redis_cluster: bool = False
     redis_aof: bool = False
-    mongo_storage: str | None = None  # None: in memory
+    mongo_storage: str | None = None  # None: on disk under the run dir; ":memory:" in memory (a test's)
+    mongo_cache: str | None = None  # None: CRAWLFLEET_LOCAL_MONGO_CACHE, else sized from the machine
     only: tuple[str, ...] = SERVICE_NAMES
     timeout: float = 60.0
 
@@ -49,8 +50,9 @@ def _service(name: str, options: Options | None = None, record: dict[str, Any] |
     if name == "kafka":
         return KafkaService(port=port)
     if name == "mongo":
-        storage = record.get("storage_path") if record is not None else options.mongo_storage
-        return MongoService(storage, port=port)
+        if record is not None:  # its data and its cache as it ran
+            return MongoService(record.get("storage_path"), port=port, cache=record.get("cache_size"))
+        return MongoService(options.mongo_storage, cache=options.mongo_cache)
     raise ValueError(f"unknown service {name!r} (known: {', '.join(SERVICE_NAMES)})")
 
 

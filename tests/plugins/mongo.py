@@ -8,7 +8,8 @@ stopped by PID at teardown whatever happens.
 
 ``in_memory=True`` keeps the data in memory instead (lost on a restart): for a test that fills MongoDB with more
 than the shared server should hold, whose data then goes with the process instead of a drop (SecantusDB drops a
-database document by document: about 10 s for 10^5 items).
+database document by document: about 10 s for 10^5 items). ``cache`` is its ``--cache-size`` (default SecantusDB's,
+1 GB): in memory, the most it holds before it refuses every write.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ STOP_TIMEOUT = 10.0
 class OwnMongo:
     """A SecantusDB of this test only, on a disk path so that it can be stopped and restarted with its data."""
 
-    def __init__(self, procs: Any, cf: Any, tmp_path: Path, name: str = "own-mongo", in_memory: bool = False) -> None:
-        self.procs, self.env, self.name = procs, cf.env, name
+    def __init__(self, procs: Any, cf: Any, tmp_path: Path, name: str = "own-mongo", in_memory: bool = False,
+                 cache: str | None = None) -> None:
+        self.procs, self.env, self.name, self.cache = procs, cf.env, name, cache
         self.port = free_port()
         self.path: Path | str = ":memory:" if in_memory else tmp_path / f"{name}-data"
         self.cwd = tmp_path / f"{name}-cwd"  # the launcher reads ./secantusd.toml: an empty directory
@@ -51,7 +53,7 @@ class OwnMongo:
     def start(self) -> None:
         """Start the server (again: same port, same storage path) and wait until it answers a ping."""
         argv = [secantus_bin(), "--host", "127.0.0.1", "--port", str(self.port), "--storage-path", str(self.path),
-                "--log-level", "WARNING"]
+                "--log-level", "WARNING", *(["--cache-size", self.cache] if self.cache else [])]
         self.proc = self.procs.start(argv, self.env, name=self.name, cwd=self.cwd, service=True)
         client = self.client(serverSelectionTimeoutMS=500)
         try:

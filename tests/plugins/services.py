@@ -1,6 +1,9 @@
 """Real services for the tests, started by the same code as ``crawlfleet services up``, and per-test isolation.
 
-- ``local_services`` (session): Redis, ZooKeeper, Kafka and MongoDB on loopback, stopped by PID at the end.
+- ``local_services`` (session): Redis, ZooKeeper, Kafka and MongoDB on loopback, stopped by PID at the end. MongoDB
+  runs in memory (the suite's items go with the process) with a cache of :data:`TEST_MONGO_CACHE`, which is the most
+  it can hold: a full cache refuses every write. A test that stores more, or stops MongoDB, starts its own
+  (``tests.plugins.mongo.OwnMongo``).
 - ``cf`` (per test): an isolated view of them — its own Redis database, its own topic names, its own ZooKeeper
   chroot, its own MongoDB database — as environment variables for child processes (``cf.env``) and as resolved
   settings (``cf.settings``); emptied afterwards.
@@ -27,6 +30,7 @@ import pytest
 
 from deploy import services as svc
 from deploy.procs import spawn, stop_pids, wait_for
+from deploy.services.mongo import IN_MEMORY
 from deploy.services.redis import DATABASES, flush_cluster
 from messaging import clients
 from messaging.answers import partitions_of
@@ -80,10 +84,13 @@ class Isolated:
                         pass
 
 
+TEST_MONGO_CACHE = "1G"  # the session MongoDB's cap (in memory): each xdist process has its own
+
+
 @pytest.fixture(scope="session")
 def local_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     run_dir = tmp_path_factory.mktemp("services")
-    state = svc.up(run_dir, svc.Options(timeout=60))
+    state = svc.up(run_dir, svc.Options(mongo_storage=IN_MEMORY, mongo_cache=TEST_MONGO_CACHE, timeout=60))
     try:
         yield {**state, "run_dir": str(run_dir)}
     finally:
