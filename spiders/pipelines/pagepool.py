@@ -9,6 +9,11 @@ Nothing is lost when a process dies (killed, out of memory, a crash in a C libra
 are processed right away in the reactor, as they would be without a pool, with one warning line saying so, and a
 new process takes its place (up to :data:`MAX_RESTARTS` times; after that, and whenever no process is left, page
 work runs in the reactor). A page that killed its process is therefore never sent to another one.
+
+Recycled, without losing a page: a process that was sent ``recycle_after`` pages (CRAWLFLEET_PAGE_PROCESS_RECYCLE) is
+*retiring*: a new one takes its place for every page from then on, and its stdin is closed, so it ends once it has
+answered what it holds (a process ends at the end of its stdin). Whatever a third-party library (lxml's parser
+dictionary, an extractor's caches) makes a page process hold, no process lives longer than that many pages.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class PageProcess(protocol.ProcessProtocol):
         self.ready: Deferred = Deferred()
         self.is_ready = False
         self.gone = False
+        self.retiring = False  # replaced after its share of pages: it answers what it holds, then ends
+        self.pages_sent = 0
         self.pid: int | None = None
         self._buffer = bytearray()
 
@@ -74,6 +81,7 @@ class PageProcess(protocol.ProcessProtocol):
     def send(self, pages: list[Page]) -> Deferred:
         done: Deferred = Deferred()
         self.jobs.append((pages, done))
+        self.pages_sent += len(pages)
         self.transport.write(frame(pages))
         return done
 
@@ -148,11 +156,13 @@ class PagePool:
     """``processes`` page-work processes driven by ``reactor`` (the running one by default)."""
 
     def __init__(self, processes: int, reactor: IFleetReactor | None = None, argv: list[str] | None = None,
-                 max_restarts: int = MAX_RESTARTS) -> None:
+                 max_restarts: int = MAX_RESTARTS, recycle_after: int = 0) -> None:
         self.reactor = reactor if reactor is not None else running_reactor()
         self.size = processes
         self.argv = argv or process_argv()
         self.restarts_left = max_restarts
+        self.recycle_after = recycle_after  # pages a process is sent before it is replaced (0: never)
+        self.recycled = 0  # processes replaced after their share of pages
         self.processes: list[PageProcess] = []
         self.closing = False
         self.in_reactor = 0  # pages processed in the reactor because their process died (or none was left)
@@ -196,10 +206,23 @@ class PagePool:
 
     def submit(self, pages: list[Page]) -> Deferred:
         """Page work of ``pages``: a Deferred of their results, in order."""
-        if not self.processes:
+        serving = [process for process in self.processes if not process.retiring]
+        if not serving:
             return succeed(self._in_reactor(pages))
-        process = min(self.processes, key=lambda p: p.pages_in_hand)
-        return process.send(pages)
+        process = min(serving, key=lambda p: p.pages_in_hand)
+        done = process.send(pages)
+        if self.recycle_after and process.pages_sent >= self.recycle_after and not self.closing:
+            self._recycle(process)
+        return done
+
+    def _recycle(self, process: PageProcess) -> None:
+        """A new process for every page from now on; the old one ends once it has answered what it holds."""
+        process.retiring = True
+        self.recycled += 1
+        logger.info("page-work process %s recycled after %d pages (%d in hand): a new one takes its place",
+                    process.pid, process.pages_sent, process.pages_in_hand)
+        self._spawn()
+        process.transport.closeStdin()
 
     def _in_reactor(self, pages: list[Page]) -> list[dict[str, Any]]:
         self.in_reactor += len(pages)
@@ -211,7 +234,12 @@ class PagePool:
             process.ready.errback(Failure(RuntimeError(f"page-work process {process.pid} ended: {why}")))
         jobs, process.jobs = process.jobs, deque()
         pages = sum(len(job_pages) for job_pages, _ in jobs)
-        if not self.closing:
+        if process.retiring and not pages:
+            pass  # recycled: it answered everything and ended, its successor runs already
+        elif process.retiring:
+            logger.warning("page-work process %s ended while recycled (%s) with %d page(s) in hand: they are "
+                           "processed in the reactor", process.pid, why, pages)
+        elif not self.closing:
             replaced = self.restarts_left > 0
             self.restarts_left -= replaced
             logger.warning("page-work process %s died (%s) with %d page(s) in hand: they are processed in the "

@@ -23,7 +23,9 @@ just as slow pipelines do (the MongoDB pipeline's back-pressure is unchanged); w
 by the pages Scrapy holds. An item is acknowledged only once stored, after this pipeline: a worker killed with
 pages in the pool loses nothing, their tasks are leased again. A pool process that dies loses nothing either: the
 pages it had in hand are processed in the reactor (one warning line) and another process takes its place. A page
-whose extraction raises keeps its item, without the extracted fields, counted as ``extract/failed``.
+whose extraction raises keeps its item, without the extracted fields, counted as ``extract/failed``. A process is
+replaced after CRAWLFLEET_PAGE_PROCESS_RECYCLE pages (it answers what it holds first), so the pool's memory does not
+grow with the crawl's length.
 """
 
 from __future__ import annotations
@@ -127,11 +129,12 @@ class PageBatcher:
 
 class PageWorkPipeline:
     def __init__(self, processes: int, stats: Any = None, counters: Any = None,
-                 call_later: Callable[..., IDelayedCall] | None = None, pool: PagePool | None = None) -> None:
+                 call_later: Callable[..., IDelayedCall] | None = None, pool: PagePool | None = None,
+                 recycle_after: int = 0) -> None:
         self.stats = stats
         self.counters = counters
         self.processes = processes
-        self.pool = pool or PagePool(processes)
+        self.pool = pool or PagePool(processes, recycle_after=recycle_after)
         self.batcher = PageBatcher(self.pool.submit, call_later or running_reactor().callLater, BATCH_PAGES)
 
     @classmethod
@@ -143,7 +146,8 @@ class PageWorkPipeline:
                 f"-1, {usable_cores()} usable core(s) for {settings.host_workers} worker(s), CRAWLFLEET_HOST_WORKERS")
             raise NotConfigured(f"page work stays on the reactor (CRAWLFLEET_PAGE_PROCESSES={why})")
         logger.info("page work (extraction, Markdown, metadata) in %d process(es)", processes)
-        return cls(processes, stats=crawler.stats, counters=cluster_counters(crawler))
+        return cls(processes, stats=crawler.stats, counters=cluster_counters(crawler),
+                   recycle_after=settings.page_process_recycle)
 
     async def open_spider(self) -> None:
         # Start every process and have it import the extraction now (a Python process takes a second or two to
@@ -194,4 +198,6 @@ class PageWorkPipeline:
         await maybe_deferred_to_future(self.pool.close())
         if self.pool.in_reactor and self.stats is not None:
             self.stats.set_value("pagework/in_reactor", self.pool.in_reactor)
+        if self.pool.recycled and self.stats is not None:
+            self.stats.set_value("pagework/recycled", self.pool.recycled)
         await close_counters(self.counters)

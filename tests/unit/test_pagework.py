@@ -7,12 +7,13 @@ import os
 
 import pytest
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from deploy.fleet import FleetSpec, plan, with_host_workers
 from messaging.settings import SETTINGS
 from spiders.pipelines.extract import ExtractPipeline
 from spiders.pipelines.metadata import MetadataPipeline
-from spiders.pipelines.pagepool import PageProcess
+from spiders.pipelines.pagepool import MAX_RESTARTS, PagePool, PageProcess
 from spiders.pipelines.pageproc import _read_frame, frame, serve
 from spiders.pipelines.pagework import AUTO_MAX, PageBatcher, page_work, page_work_batch, pool_size, usable_cores
 from tests.unit.test_metadata import NEWS
@@ -148,3 +149,48 @@ def test_a_failed_job_or_a_refused_submit_fails_each_of_its_pages():
     for done in [*first, second]:
         done.addErrback(lambda failure: failures.append(failure.type))
     assert failures == [ValueError, ValueError, RuntimeError]
+
+
+class FakeTransport:
+    def __init__(self, pid: int) -> None:
+        self.pid, self.pipes, self.written, self.stdin_closed = pid, {}, [], False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def closeStdin(self) -> None:
+        self.stdin_closed = True
+
+
+class FakeReactor:
+    """spawnProcess hands the protocol a transport; nothing runs."""
+
+    def __init__(self) -> None:
+        self.spawned: list[PageProcess] = []
+
+    def spawnProcess(self, protocol: PageProcess, *args: object, **kwargs: object) -> None:
+        protocol.transport = FakeTransport(100 + len(self.spawned))
+        protocol.pid = protocol.transport.pid
+        protocol.outReceived(frame({"pid": protocol.pid}))
+        self.spawned.append(protocol)
+
+
+def test_a_process_is_recycled_after_its_share_of_pages_and_no_page_is_lost():
+    reactor = FakeReactor()
+    pool = PagePool(1, reactor=reactor, recycle_after=4)
+    pool._spawn()
+    first = reactor.spawned[0]
+    page = ("<p>x</p>", None, [])
+    answers: list[object] = []
+    for _ in range(2):  # 4 pages: its share; the second job makes it retire
+        pool.submit([page, page]).addCallback(answers.append)
+    assert first.retiring and first.transport.stdin_closed and len(reactor.spawned) == 2 and pool.recycled == 1
+    second = reactor.spawned[1]
+    pool.submit([page]).addCallback(answers.append)  # every page from now on goes to its successor
+    assert len(second.jobs) == 1 and len(first.jobs) == 2
+    first.outReceived(frame([{"n": 0}, {"n": 1}]) + frame([{"n": 2}, {"n": 3}]))  # it answers what it holds
+    first.processEnded(Failure(RuntimeError("exited 0")))  # then ends at the end of its stdin
+    assert answers == [[{"n": 0}, {"n": 1}], [{"n": 2}, {"n": 3}]]
+    assert pool.processes == [second] and len(reactor.spawned) == 2 and pool.in_reactor == 0  # not a death
+    second.outReceived(frame([{"n": 4}]))
+    assert answers[-1] == [{"n": 4}] and pool.restarts_left == MAX_RESTARTS
