@@ -46,10 +46,11 @@ from typing import Any
 
 from frontier.finish_hints import log_touched
 from frontier.lua import LUA, PENDING_LUA
-from messaging import keys
+from messaging import keys, storage
 from messaging.clients import as_text
 from messaging.clock import NOW_SECONDS_LUA, Clock, RedisClock
 from messaging.scripts import lua_script
+from messaging.storage import StoreState
 from messaging.tasks import Task
 
 RETIRED_KEEP_SECONDS = 7 * 86400  # a retired job id stays fenced this long (job ids are never reused)
@@ -150,6 +151,10 @@ class WorkerRegistry:
             raise Fenced(job)
         return result == 1
 
+    def report_store(self, job: str, state: StoreState | None) -> None:
+        """My item store refuses writes (``state``), or takes them again (``None``): ``messaging.storage``."""
+        storage.report(self.redis, job, state)
+
     def record_completion(self, job: str, tasks: Sequence[Task] | int, now: float | None = None) -> int:
         """Count completed tasks; see :func:`record_completion`."""
         return record_completion(self.redis, job, tasks, now if now is not None else _clock_now(self.clock))
@@ -231,6 +236,7 @@ class WorkerRegistry:
         """After its tasks are back in ``seeds``: drop a retired job's description and activity; prune old fences."""
         self.redis.delete(keys.worker(job))
         self.redis.delete(keys.worker_activity(job))
+        self.redis.hdel(keys.WORKER_STORES, job)
         self.redis.zremrangebyscore(keys.RETIRED_WORKERS, "-inf", now - RETIRED_KEEP_SECONDS)
 
 

@@ -327,6 +327,11 @@ def worker_crawls(job: str) -> str:
 RETIRED_WORKERS = "workers:{workers}:retired"
 """zset: job ids declared dead (fenced: their later writes are refused), by retirement time."""
 
+WORKER_STORES = "workers:{workers}:stores"
+"""hash: job id -> JSON of its item store refusing writes (``messaging.storage.StoreState``: since, the reason, the
+items waiting by crawl), written with each heartbeat while it lasts; the field is deleted when the store takes writes
+again or the job is forgotten."""
+
 
 def worker_activity(job: str) -> str:
     """hash: a job's completions and busy flags per Redis-clock minute, lifetime completions, outstanding tasks.

@@ -440,7 +440,6 @@ define("CRAWLFLEET_NOTIFY_INTERVAL", 1.0,
 define("CRAWLFLEET_STALL_AFTER", 1800.0,
        "Seconds a running crawl with work left may go without progress (its pages, failures and re-processings "
        "counted) before its ``stalled`` event; one event per stall.", group="alerts", parse=float)
-
 define("CRAWLFLEET_STALL_SHOW_AFTER", 60.0,
        "Seconds a running crawl with work left may go without progress before the info answer (``stalled``), "
        "``crawlfleet info``, the crawl page, ``crawlfleet fleet status`` and the metric "

@@ -4,6 +4,11 @@ storage_backlog = object()
 """The MongoDB pipeline's buffer filled up (``full=True``) or drained below half (``full=False``); kwargs: ``full``,
 ``waiting`` (items not yet written). The scheduler stops taking tasks while it is full."""
 
+storage_state = object()
+"""The item store has refused every write for a few seconds (kwarg ``state``: a ``messaging.storage.StoreState``,
+sent every second while it lasts), or takes writes again (``state=None``, once). The worker's heartbeat reports it
+to the cluster (``workers:{workers}:stores``)."""
+
 domain_blocked = object()
 """A site answered 429/503: its domain is blocked for the cluster; kwargs: ``domain``, ``until`` (this process's
 ``time.monotonic()``). The scheduler holds back tasks of the domain it had already leased until then."""

@@ -20,12 +20,15 @@ wait at close) runs in simulated time in the unit tests.
   once when they drain below half of it.
 - :meth:`WriteBuffer.close` writes everything left, retrying up to ``timeout`` seconds, and tells how many items
   were not written. Their Deferreds never fire: an item that is not stored must not look processed.
+- What an outage looks like from outside: :attr:`WriteBuffer.down_since` (the clock's time of the first failed
+  attempt), :attr:`WriteBuffer.last_error` (the latest failed attempt's error) and :meth:`WriteBuffer.waiting_by`
+  (the items waiting per collection), for the worker's report of a store that refuses writes (``messaging.storage``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +87,8 @@ class WriteBuffer:
         self.refused = 0
         self.full = False
         self._queue: deque[Pending] = deque()
+        self._waiting_by: Counter[str] = Counter()  # collection -> items waiting (queued or in the batch)
+        self.last_error: BaseException | None = None  # the latest failed attempt's error, while the store is down
         self._inflight: list[Pending] | None = None  # the batch being written, or waiting for its retry
         self._retry: Any = None  # IDelayedCall of the next attempt
         self._failures = 0  # consecutive failed attempts of the current outage
@@ -106,6 +111,15 @@ class WriteBuffer:
     def down(self) -> bool:
         return self._down_since is not None
 
+    @property
+    def down_since(self) -> float | None:
+        """When the first failed attempt of the current outage started (the clock's time), or None."""
+        return self._down_since
+
+    def waiting_by(self) -> dict[str, int]:
+        """Items waiting per collection (queued or in the batch being written)."""
+        return {name: n for name, n in self._waiting_by.items() if n > 0}
+
     def start(self) -> None:
         if self.flush_seconds > 0 and not self._loop.running:
             self._loop.start(self.flush_seconds, now=False)
@@ -114,6 +128,7 @@ class WriteBuffer:
         """Queue one item; the Deferred fires with ``item`` once its batch is acknowledged by the store."""
         done: Deferred[Any] = Deferred()
         self._queue.append(Pending(collection, key, document, item, done))
+        self._waiting_by[collection] += 1
         self._check_backlog()
         if len(self._queue) >= self.batch or self._closing:
             self._flush()
@@ -163,11 +178,16 @@ class WriteBuffer:
 
     def _written(self, refused: Mapping[int, str] | None) -> None:
         batch, self._inflight = self._inflight or [], None
+        for pending in batch:
+            self._waiting_by[pending.collection] -= 1
+            if self._waiting_by[pending.collection] <= 0:
+                del self._waiting_by[pending.collection]  # a crawl's entry goes with its last item
         if self._down_since is not None:
             logger.warning("%s is back after %.1fs of failing writes: %d items written, %d still waiting", self.store,
                            self.clock.seconds() - self._down_since, len(batch), self.waiting)
             self._down_since = None
         self._failures = 0
+        self.last_error = None
         refused = refused or {}
         stored = len(batch) - len(refused)
         self.written += stored
@@ -189,6 +209,7 @@ class WriteBuffer:
 
     def _failed(self, failure: Failure) -> None:
         self._failures += 1
+        self.last_error = failure.value
         now = self.clock.seconds()
         delay = min(self.backoff_max, self.backoff_initial * 2 ** (self._failures - 1))
         kind = type(failure.value).__name__

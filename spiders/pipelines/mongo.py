@@ -18,6 +18,11 @@
   :class:`~spiders.pipelines.buffer.Refused` (Scrapy's ``item_error``: processed, not stored).
 - Back-pressure: :data:`spiders.signals.storage_backlog` is sent with ``full=True`` once CRAWLFLEET_MONGO_BUFFER
   items wait, and with ``full=False`` once they drain below half; the scheduler stops taking tasks in between.
+- A store that refuses writes (issue 40): once every write has failed for ``messaging.storage.REPORT_AFTER`` seconds,
+  :data:`spiders.signals.storage_state` carries a :class:`messaging.storage.StoreState` every second — since when,
+  the server's reason and its kind (:func:`store_error`: unreachable, authentication, full, server error), the items
+  waiting by crawl — and ``None`` once a write succeeds; the worker's heartbeat reports it to the cluster, where the
+  crawl's page, ``crawlfleet info``, ``fleet status`` and the metrics say "storage refusing writes since T".
 - Close: everything left is written, retrying up to :data:`CLOSE_TIMEOUT` seconds if MongoDB is down; then the
   number of items not written is logged. Their Deferreds never fire, so their tasks are not acknowledged and are
   crawled again after the lease expires.
@@ -41,17 +46,19 @@ import bson
 from bson.errors import InvalidDocument
 from prometheus_client import Gauge
 from pymongo import ReplaceOne, UpdateOne
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import (AutoReconnect, BulkWriteError, ConfigurationError, ConnectionFailure, NetworkTimeout,
+                            OperationFailure, PyMongoError, ServerSelectionTimeoutError)
 from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
 from w3lib.url import canonicalize_url
 
-from messaging import clients
+from messaging import clients, storage
 from messaging.settings import Settings
 from spiders.fleet_settings import crawlfleet_settings
 from spiders.pipelines.buffer import Pending, WriteBuffer
-from spiders.signals import storage_backlog
+from spiders.signals import storage_backlog, storage_state
 
 logger = logging.getLogger(__name__)
 # on the worker's /metrics (deploy/monitoring/alerts.yml: a store down)
@@ -63,12 +70,29 @@ ITEMS_WAITING = Gauge("crawlfleet_worker_items_waiting", "Items this worker hold
 URL_KEY = "url_key"
 JOB = "job"  # the worker job that fetched the item (spiders.spiders.base)
 CLOSE_TIMEOUT = 30.0  # seconds close_spider keeps retrying a MongoDB that is down before it gives up
+STATE_EVERY = 1.0  # seconds between two looks at the store's state (a report while it refuses writes)
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024  # MongoDB's BSON document limit
-# Write errors worth retrying: a concurrent upsert of the same URL by another worker (11000: one of the two
-# inserts loses, the retry replaces), a primary stepping down or shutting down, network trouble, time limits.
-TRANSIENT_WRITE_CODES = frozenset({
-    11000, 11001, 12582, 112, 64, 50, 91, 189, 262, 6, 7, 89, 9001, 10058, 10107, 11600, 11602, 13435, 13436,
+# Per-document write errors that are the document's fault: retrying cannot store it, so its item is refused for good
+# (too large, a bad field name, a value MongoDB cannot hold, a validation rule). Any other write error — a concurrent
+# upsert of the same URL (11000), a primary stepping down, a full cache or disk, an internal error, authorization —
+# is the store's: the whole batch is retried (its upserts are idempotent) and nothing is lost meanwhile.
+REFUSED_FOR_GOOD_CODES = frozenset({
+    2,  # BadValue
+    9,  # FailedToParse
+    14,  # TypeMismatch
+    22,  # InvalidBSON
+    52,  # DollarPrefixedFieldName
+    55,  # InvalidDBRef
+    56,  # EmptyFieldName
+    57,  # DottedFieldName
+    121,  # DocumentValidationFailure
+    10334,  # BSONObjectTooLarge
+    17280,  # KeyTooLong
+    17419,  # a document grown past 16 MB
 })
+AUTHENTICATION_CODES = frozenset({13, 18, 8000})  # Unauthorized, AuthenticationFailed, Atlas' AtlasError
+FULL_CODES = frozenset({14031, 12})  # OutOfDiskSpace, a storage engine that cannot grow
+FULL_WORDS = ("cache", "disk", "space", "quota")  # WT_CACHE_FULL, "No space left on device", over quota
 CLIENT_OPTIONS = {
     # A write to a MongoDB that is down fails within seconds, so the back-off (not pymongo) paces the retries.
     "serverSelectionTimeoutMS": 5000,
@@ -198,12 +222,35 @@ def _unencodable(keys: Sequence[str], documents: Sequence[dict[str, Any]]) -> di
 
 
 def _refused_by_server(error: BulkWriteError, keys: Sequence[str]) -> dict[str, str]:
-    """The documents MongoDB refused for good; raises again when any error (or a write concern) is transient."""
+    """The documents MongoDB refused for good (:data:`REFUSED_FOR_GOOD_CODES`); raises again when any error is the
+    store's, or a write concern failed."""
     details = error.details or {}
     errors = details.get("writeErrors") or []
-    if details.get("writeConcernErrors") or any(e.get("code") in TRANSIENT_WRITE_CODES for e in errors):
+    if details.get("writeConcernErrors") or any(e.get("code") not in REFUSED_FOR_GOOD_CODES for e in errors):
         raise error  # the whole batch again: its upserts are idempotent
     return {keys[e["index"]]: f"error {e.get('code')}: {e.get('errmsg', '')}" for e in errors}
+
+
+def store_error(error: BaseException) -> tuple[str, str]:
+    """(reason, kind) of a failed write, as an operator reads it: the server's own words and code, or the connection
+    problem; ``kind`` is one of :data:`messaging.storage.KINDS`."""
+    code, message = None, " ".join(str(error).split())
+    if isinstance(error, BulkWriteError):
+        first = ((error.details or {}).get("writeErrors") or [{}])[0]
+        code, message = first.get("code"), " ".join(str(first.get("errmsg", message)).split())
+    elif isinstance(error, OperationFailure):
+        details = error.details or {}
+        code = error.code
+        name = details.get("codeName")
+        message = " ".join(str(details.get("errmsg") or message).split()) + (f" ({name})" if name else "")
+    reason = f"{type(error).__name__}: {message[:300]}" + (f" [code {code}]" if code is not None else "")
+    if isinstance(error, (ConnectionFailure, ServerSelectionTimeoutError, NetworkTimeout, AutoReconnect)):
+        return reason, storage.UNREACHABLE
+    if code in AUTHENTICATION_CODES or isinstance(error, ConfigurationError):
+        return reason, storage.AUTHENTICATION
+    if code in FULL_CODES or any(word in message.lower() for word in FULL_WORDS):
+        return reason, storage.FULL
+    return reason, storage.SERVER_ERROR
 
 
 class MongoPipeline:
@@ -224,6 +271,9 @@ class MongoPipeline:
             self._write, batch=settings.mongo_batch, flush_seconds=settings.mongo_flush_seconds,
             capacity=settings.mongo_buffer, on_backlog=self._backlog, on_written=self._written, clock=clock,
             run_in_thread=run_in_thread, transient=(PyMongoError,), store="MongoDB")
+        self._state_loop = LoopingCall(self._report_state)
+        self._state_loop.clock = self.buffer.clock
+        self._reported = False
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> MongoPipeline:
@@ -245,6 +295,7 @@ class MongoPipeline:
         self._client = self._client_factory(self.settings)
         self.writer = MongoWriter(self._client[self.settings.mongo_db], history=self.settings.mongo_history)
         self.buffer.start()
+        self._state_loop.start(STATE_EVERY, now=False)
         buffer = self.buffer  # read when scraped (one pipeline per worker process)
         STORE_UP.labels("mongodb").set_function(lambda: 0.0 if buffer.down else 1.0)
         ITEMS_WAITING.labels("mongodb").set_function(lambda: float(buffer.waiting))
@@ -266,11 +317,34 @@ class MongoPipeline:
 
     def close(self) -> Deferred[int]:
         """Write what waits (bounded by ``close_timeout``); fires with how many items were not written."""
+        if self._state_loop.running:
+            self._state_loop.stop()
         done = self.buffer.close(self.close_timeout)
         done.addCallback(self._closed)
         return done
 
+    def state(self) -> storage.StoreState | None:
+        """The store refusing writes for at least ``messaging.storage.REPORT_AFTER`` seconds, or None."""
+        since = self.buffer.down_since
+        if since is None or self.buffer.clock.seconds() - since < storage.REPORT_AFTER:
+            return None
+        error = self.buffer.last_error
+        reason, kind = store_error(error) if error is not None else ("no answer yet", storage.UNREACHABLE)
+        return storage.StoreState(since, reason, kind, self.buffer.waiting, storage.largest(self.buffer.waiting_by()))
+
     # --- internals ---------------------------------------------------------------------------------------------
+    def _report_state(self) -> None:
+        """Every second: the state while the store refuses writes, once ``None`` when it takes them again."""
+        state = self.state()
+        if state is None and not self._reported:
+            return
+        if state is not None and not self._reported:
+            logger.warning("MongoDB refusing writes since %s: %s; %d items waiting", storage.when(state.since),
+                           state.reason, state.waiting)
+        self._reported = state is not None
+        if self.signals is not None:
+            self.signals.send_catch_log(signal=storage_state, state=state)
+
     def _write(self, batch: Sequence[Pending]) -> dict[int, str]:
         assert self.writer is not None, "open_spider() was not called"
         return self.writer(batch)

@@ -50,6 +50,7 @@ from messaging.counts import ROBOTS
 from messaging.domains import domain_of
 from messaging.outage import OutageLog
 from messaging.settings import Settings, default
+from messaging.storage import StoreState
 from messaging.tasks import Task
 from messaging.threadnames import name_os_thread
 from spiders.worker.commit import Committer, Finished
@@ -143,6 +144,7 @@ class TaskFeed:
         self.unsent: set[str] = set()
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self.paused = False  # back-pressure from storage: take nothing new
+        self.store_state: StoreState | None = None  # the item store refusing writes (set on the reactor)
         self.completed = 0
         self.fenced = False
         self._wake = threading.Event()
@@ -153,7 +155,7 @@ class TaskFeed:
         self._fence_lock = threading.Lock()
         self.last_pass = self.clock.now()  # when this thread last began a pass (the heartbeat reports the lag)
         self.heartbeat = Heartbeat(beats or registry, info.job, config.heartbeat_interval, self._progress,
-                                   on_fenced=self._fence, clock=self.clock.now)
+                                   on_fenced=self._fence, clock=self.clock.now, store_state=lambda: self.store_state)
         self.pausing = Pausing(self)  # paused crawls: their tasks handed back and parked, taken up when resumed
 
     # --- reactor side ---------------------------------------------------------------------------------------------

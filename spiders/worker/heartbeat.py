@@ -8,18 +8,24 @@ fetched twice. This thread only beats: every CRAWLFLEET_HEARTBEAT_INTERVAL secon
 last pass (``lag``), so the registry can tell a slow worker (fresh heartbeat, large lag: shown, never retired) from
 a gone one (no heartbeat).
 
+Each beat also reports the worker's item store while it refuses writes (``store_state()``: a
+:class:`messaging.storage.StoreState`, or ``None``), and once more when it takes them again, so the cluster can say
+why the crawls whose items wait here make no progress.
+
 A retired job id (:class:`~frontier.registry.Fenced`) stops the thread and calls ``on_fenced``; a failing Redis is
 logged once and retried at the next beat.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 
 from frontier.registry import Fenced, WorkerRegistry
+from messaging.storage import StoreState
 from messaging.threadnames import name_os_thread
 
 logger = logging.getLogger(__name__)
@@ -30,13 +36,16 @@ class Heartbeat:
 
     def __init__(self, registry: WorkerRegistry, job: str, interval: float,
                  progress: Callable[[], tuple[bool, float]], on_fenced: Callable[[], None] = lambda: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 store_state: Callable[[], StoreState | None] = lambda: None) -> None:
         self.registry = registry  # give it a Redis client of its own: a connection no other thread holds up
         self.job = job
         self.interval = interval
         self.progress = progress
         self.on_fenced = on_fenced
         self.clock = clock
+        self.store_state = store_state
+        self._store_reported = False  # the registry holds a report of this job's store refusing writes
         self.beats = 0
         self.fenced = False
         self.turned_at: float | None = None  # last beat or attempt (spiders.health: liveness)
@@ -65,7 +74,15 @@ class Heartbeat:
         self.beats += 1
         if registered:
             self.registered_at = self.clock()
+        self._report_store()
         return registered
+
+    def _report_store(self) -> None:
+        state = self.store_state()
+        if state is None and not self._store_reported:
+            return
+        self.registry.report_store(self.job, dataclasses.replace(state, at=time.time()) if state else None)
+        self._store_reported = state is not None
 
     def _run(self) -> None:
         name_os_thread()  # "heartbeat-<job>" in /proc (top -H, bench.crawl --profile)

@@ -73,6 +73,7 @@ class FleetScheduler:
     def from_crawler(cls, crawler: Any) -> FleetScheduler:
         scheduler = cls(crawler)
         crawler.signals.connect(scheduler._storage_backlog, signal=fleet_signals.storage_backlog)
+        crawler.signals.connect(scheduler._storage_state, signal=fleet_signals.storage_state)
         crawler.signals.connect(scheduler._domain_blocked, signal=fleet_signals.domain_blocked)
         crawler.signals.connect(scheduler._download_samples, signal=fleet_signals.download_samples)
         return scheduler
@@ -271,6 +272,12 @@ class FleetScheduler:
             self.worker.feed.pause(full)
             if not full:
                 self._nudge()
+
+    def _storage_state(self, state: Any = None, **_: Any) -> None:
+        """The item store refuses writes (a ``messaging.storage.StoreState``) or takes them again: the heartbeat
+        reports it."""
+        if self.worker is not None:
+            self.worker.feed.store_state = state
 
     def _download_samples(self, samples: list[tuple[str, float, int, bool]], **_: Any) -> None:
         """Downloads ended: each adaptive site's latency or error goes to its shared delay (``frontier.adaptive``)."""
