@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -10,15 +11,18 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from deploy import fleet as local_fleet
 from deploy import services as local_services
 from deploy.demoweb import DEFAULT_PAGES, DemoWebError, demoweb_status
 from deploy.keeper import supervisor_status
-from messaging import spider_types
+from messaging import keys, spider_types
 from messaging.clients import as_text
 from messaging.settings import load
+from messaging.stalls import UNKNOWN
+from messaging.waits import NO_WORKER, STORAGE
 
 console = Console()
 
@@ -28,7 +32,8 @@ PERSISTENCE = (
     "keeps its data on disk under <run dir>/mongo/data: stored items survive its restart. Kafka (Tansu) runs in "
     "memory: topics do not survive its restart. A supervisor (`crawlfleet supervise`, one of the fleet's processes) "
     "restarts a service that stays unhealthy (checked through a write) and replaces dead or fenced workers. "
-    "`crawlfleet demo` runs everything in memory and without a supervisor: nothing survives a restart there."
+    "`crawlfleet demo` runs Redis without its append-only file and without a supervisor: its queues do not survive a "
+    "restart there (its items do, on disk)."
 )
 
 
@@ -105,18 +110,60 @@ def fleet() -> None:
 
 
 @fleet.command("status")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: each process with its pid and liveness.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: each process with its pid and liveness, "
+                                                       "the stalled crawls and the stores refusing writes.")
 def fleet_status(as_json: bool) -> None:
-    """List the fleet's processes, alive or dead, and say how its supervisor is (missing, hung); exits 1 when a
-    process is dead, the supervisor is missing or hangs, or no fleet is recorded."""
+    """List the fleet's processes, alive or dead, say how its supervisor is (missing, hung), which workers' item
+    stores refuse writes (since when, why, items waiting) and which crawls are stalled, and why; exits 1 when a
+    process is dead, the supervisor is missing or hangs, no fleet is recorded, or a crawl is stalled for a reason of
+    the fleet's own (its store refusing writes, no worker of its spider type, no progress with nothing to explain
+    it; a site's pace, block or robots.txt outage is shown, not failed)."""
     run_dir = _run_dir()
-    report = {**local_fleet.status(run_dir), "supervisor": _supervisor(run_dir)}
+    report = {**local_fleet.status(run_dir), "supervisor": _supervisor(run_dir), **_stalls()}
     if as_json:
         click.echo(json.dumps(report, sort_keys=True))
     else:
         _show(run_dir)
+        for line in stall_lines(report):
+            console.print(line)
     healthy = report["processes"] and all(process["alive"] for process in report["processes"])
-    sys.exit(0 if healthy and report["supervisor"]["state"] in ("ok", "none") else 1)
+    fleet_stalls = [c for c in report.get("stalled") or [] if c["reason"] in FLEET_STALL_REASONS]
+    sys.exit(0 if healthy and report["supervisor"]["state"] in ("ok", "none") and not fleet_stalls else 1)
+
+
+FLEET_STALL_REASONS = (STORAGE, NO_WORKER, UNKNOWN)
+
+
+def _stalls() -> dict[str, Any]:
+    """``stalled`` (``messaging.stalls.stalled_crawls``) and ``stores`` (job -> its store refusing writes), read from
+    Redis; ``stalls_error`` instead when Redis does not answer."""
+    from messaging import clients, storage
+    from messaging.stalls import stalled_crawls
+
+    settings = load()
+    try:
+        redis = clients.redis_client(settings, socket_timeout=5, socket_connect_timeout=3)
+        try:
+            live = [as_text(job) for job in redis.zrange(keys.WORKERS, 0, -1)]
+            stores = {job: dataclasses.asdict(state) for job, state in storage.read(redis, live).items()}
+            return {"stalled": stalled_crawls(redis, lambda domain: None, settings.stall_show_after),
+                    "stores": stores}
+        finally:
+            redis.close()
+    except Exception as exc:  # Redis away: the processes are still worth showing
+        return {"stalled": [], "stores": {}, "stalls_error": f"{type(exc).__name__}: {exc}"}
+
+
+def stall_lines(report: dict[str, Any]) -> list[str]:
+    """What the status says of stores refusing writes and stalled crawls (rich markup)."""
+    from messaging.storage import describe
+
+    lines = [f"[red]store refusing writes[/] worker {escape(job)}: "
+             f"{escape(describe(s['since'], s['reason'], s['waiting']))}" for job, s in sorted(report["stores"].items())]
+    lines += [f"[red]stalled[/] crawl {escape(c['crawlid'])}: {escape(c['text'])}" for c in report["stalled"]]
+    if report.get("stalls_error") and report.get("processes"):  # no fleet here: no Redis to ask is no news
+        lines.append(f"stalled crawls unknown: Redis does not answer ({escape(report['stalls_error'])})")
+    return lines
 
 
 def _supervisor(run_dir: str) -> dict[str, Any]:

@@ -41,5 +41,6 @@ def _register_metrics(service: Any, settings: Any) -> None:
     from frontier.metrics import ClusterCollector, LeaderCollector
     from messaging.siteconfig import SitePaths
 
-    REGISTRY.register(ClusterCollector(service.redis, settings.heartbeat_ttl))
+    REGISTRY.register(ClusterCollector(service.redis, settings.heartbeat_ttl,
+                                       stall_show_after=settings.stall_show_after))
     REGISTRY.register(LeaderCollector(service.zk, SitePaths(settings.zk_root).election, service.identifier))

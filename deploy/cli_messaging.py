@@ -28,6 +28,7 @@ from messaging import clients, modules, request_kinds
 from messaging.answers import AnswerTimeout, AnswerWaiter
 from messaging.service import setup_logging
 from messaging.settings import load
+from messaging.storage import when
 from messaging.validation import CRAWL, Rejected, parse_request
 from messaging.waits import describe
 
@@ -152,6 +153,10 @@ def _render_info(result: dict[str, Any]) -> None:
         console.print(table)
     if result.get("revisit"):
         _render_revisit(result["revisit"])
+    stalled = result.get("stalled")
+    if stalled:
+        console.print(f"[red]stalled[/] since {when(stalled['since'])} ({stalled['for']:.0f} s): "
+                      f"{escape(stalled['text'])}")
     for wait in result.get("waiting") or []:
         console.print(f"[yellow]waiting[/] {escape(describe(wait))}")
 

@@ -5,7 +5,10 @@
 an autoscaler scales a worker type on, e.g. KEDA's Prometheus trigger in deploy/k8s), workers and managers alive,
 each worker's queued and leased tasks and heartbeat age (labels: ``worker``, its job id; spider type; host), the
 latest crawls' pages and items (bounded: :data:`CRAWLS_EXPORTED`), and the crawler's lifetime response counters by
-spider type and HTTP status (``stats:crawler:<type>:<status>:lifetime``). A Redis that does not answer makes a scrape
+spider type and HTTP status (``stats:crawler:<type>:<status>:lifetime``), and why crawls make no progress (issue 40):
+each worker whose item store refuses writes (``crawlfleet_store_refusing_writes_seconds`` by kind,
+``crawlfleet_store_items_waiting``: ``messaging.storage``) and each stalled crawl
+(``crawlfleet_crawl_stalled_seconds`` by reason: ``messaging.stalls``). A Redis that does not answer makes a scrape
 report ``crawlfleet_cluster_up 0`` instead of failing.
 """
 
@@ -20,11 +23,13 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from frontier.client import FrontierReader
-from frontier.registry import WorkerRegistry
-from messaging import keys, modules
+from frontier.registry import WorkerInfo, WorkerRegistry
+from messaging import keys, modules, storage
 from messaging.clients import RedisClient, as_text
 from messaging.clock import RedisClock
+from messaging.settings import default
 from messaging.spider_types import NAMES as SPIDER_TYPES
+from messaging.stalls import stalled_crawls
 from messaging.tasks import CrawlFields
 
 logger = logging.getLogger(__name__)
@@ -36,9 +41,11 @@ WORKER_LABELS = ["worker", "spider_type", "host"]
 
 class ClusterCollector:
     def __init__(self, redis: RedisClient, heartbeat_ttl: float, cache_seconds: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 stall_show_after: float = default("CRAWLFLEET_STALL_SHOW_AFTER")) -> None:
         self.redis = redis
         self.heartbeat_ttl = heartbeat_ttl
+        self.stall_show_after = stall_show_after
         self.cache_seconds = cache_seconds
         self.clock = clock
         self._lock = threading.Lock()
@@ -93,7 +100,31 @@ class ClusterCollector:
             queued.add_metric(labels, depths[job][0])
             leased.add_metric(labels, depths[job][1])
             age.add_metric(labels, max(0.0, now - live.get(job, now)))
-        return [seeds, ready, alive, managers, queued, leased, age, *self._crawls(), self._responses()]
+        return [seeds, ready, alive, managers, queued, leased, age, *self._stores(infos, now), self._stalled(),
+                *self._crawls(), self._responses()]
+
+    def _stores(self, infos: dict[str, WorkerInfo], now: float) -> list[Metric]:
+        refusing = GaugeMetricFamily(
+            "crawlfleet_store_refusing_writes_seconds", "Seconds a worker's item store has refused every write "
+            "(present after a few seconds of it, while it lasts), by kind: unreachable, authentication, full, "
+            "server_error.", labels=[*WORKER_LABELS, "store", "kind"])
+        waiting = GaugeMetricFamily("crawlfleet_store_items_waiting", "Items a worker holds for an item store that "
+                                    "refuses writes.", labels=[*WORKER_LABELS, "store"])
+        for job, state in sorted(storage.read(self.redis, list(infos)).items()):
+            labels = [job, infos[job].spider_type, infos[job].host, state.store]
+            refusing.add_metric([*labels, state.kind], max(0.0, now - state.since))
+            waiting.add_metric(labels, state.waiting)
+        return [refusing, waiting]
+
+    def _stalled(self) -> Metric:
+        family = GaugeMetricFamily(
+            "crawlfleet_crawl_stalled_seconds", "Seconds a running crawl has made no progress with work left (its "
+            "item store refusing writes: since the first refused write), by reason: storage, no_worker, blocked, "
+            "robots, backlog_full, paced, unknown; present once it is stalled (CRAWLFLEET_STALL_SHOW_AFTER).",
+            labels=["crawlid", "reason"])
+        for stall in stalled_crawls(self.redis, lambda domain: None, self.stall_show_after):
+            family.add_metric([stall["crawlid"], stall["reason"]], round(stall["for"], 3))
+        return family
 
     def _crawls(self) -> list[Metric]:
         ids = [as_text(c) for c in self.redis.smembers(keys.CRAWLS)]

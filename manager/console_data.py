@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from pymongo.errors import PyMongoError
+
 from frontier.metrics import masters
 from frontier.registry import WorkerRegistry
 from manager import fleet
@@ -20,7 +22,8 @@ from messaging.clients import as_text
 from messaging.clock import RedisClock
 from messaging.counts import BLACKLISTED, NOINDEX, ROBOTS, read_counts
 from messaging.siteconfig import SitePaths
-from messaging.tasks import CrawlFields
+from messaging.stalls import stall_of
+from messaging.tasks import CrawlFields, CrawlState
 from messaging.waits import crawl_waits, describe, zk_rates
 
 ITEMS_PER_PAGE = 25
@@ -112,35 +115,61 @@ def _no_credentials(uri: str) -> str:
 
 def crawl_view(manager: Any, crawlid: str, page: int, reasons: list[str] | None = None) -> dict[str, Any]:
     """One crawl: its record, its place in the queues, its items' HTTP statuses, progress by minute, a page of its
-    items, its failed URLs (of ``reasons``, or all: :func:`manager.failures.failures_view`). :class:`NoSuchCrawl`
-    when neither Redis nor MongoDB knows the id."""
+    items, its failed URLs (of ``reasons``, or all: :func:`manager.failures.failures_view`), why it waits and whether it
+    is stalled. :class:`NoSuchCrawl` when neither Redis nor MongoDB knows the id. A MongoDB that does not answer
+    leaves the stored figures out (``mongo_error`` says why): the page must still say what Redis knows, a store
+    refusing writes above all."""
     redis = manager.redis
     raw = {as_text(k): as_text(v) for k, v in redis.hgetall(keys.crawl(crawlid)).items()}
-    database = manager.mongo_db()
-    collection = database[crawlid]
-    stored = collection.estimated_document_count() if raw or crawlid in database.list_collection_names(
-        filter={"name": crawlid}) else 0
-    if not raw and not stored:
+    try:
+        stored, mongo_error = _stored(manager.mongo_db(), crawlid, bool(raw), max(1, page)), None
+    except PyMongoError as exc:
+        stored, mongo_error = {"stored": None, "statuses": {}, "progress": [], "items": []}, \
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    if not raw and not stored["stored"]:
+        if mongo_error:
+            raise NoSuchCrawl(f"{crawlid} (MongoDB does not answer: {mongo_error})")
         raise NoSuchCrawl(crawlid)
     row = next((c for c in fleet.crawls(redis) if c["crawlid"] == crawlid), None)
+    waits = waiting(manager, crawlid)
+    stall = stall_of(redis, crawlid, waits, manager.config.settings.stall_show_after) \
+        if raw.get(CrawlFields.STATE) == CrawlState.RUNNING else None
+    items = stored["items"]
+    return {
+        "crawlid": crawlid, "record": raw, "row": row, **stored, "mongo_error": mongo_error,
+        "waiting": waits, "stalled": stall,
+        "reasons": reason_rows(redis, crawlid, raw.get(CrawlFields.STATE) == "stopped"),
+        "item_page": max(1, page), "item_pages": max(1, -(-(stored["stored"] or 0) // ITEMS_PER_PAGE)),
+        "columns": _columns(items),
+        "failures": _failures(manager, crawlid, reasons or [], mongo_error is None),
+        "paused_since": _float(raw.get(CrawlFields.PAUSED)), "retries": _int(raw.get(CrawlFields.RETRIES)) or 0,
+    }
+
+
+def _failures(manager: Any, crawlid: str, reasons: list[str], mongo_up: bool) -> dict[str, Any]:
+    """:func:`manager.failures.failures_view`, or its counts without rows when MongoDB does not answer."""
+    try:
+        if mongo_up:
+            return failures_view(manager, crawlid, reasons)
+    except PyMongoError:
+        pass
+    return failures_view(manager, crawlid, reasons, limit=0)
+
+
+def _stored(database: Any, crawlid: str, known: bool, page: int) -> dict[str, Any]:
+    """What MongoDB holds of the crawl: the count, HTTP statuses, items per minute, a page of items."""
+    collection = database[crawlid]
+    stored = collection.estimated_document_count() if known or crawlid in database.list_collection_names(
+        filter={"name": crawlid}) else 0
     statuses = {str(doc["_id"]): doc["count"] for doc in collection.aggregate(
         [{"$group": {"_id": "$status", "count": {"$sum": 1}}}, {"$sort": {"_id": 1}}])}
     progress = [(doc["_id"], doc["count"]) for doc in collection.aggregate([
         {"$group": {"_id": {"$substrBytes": [{"$ifNull": ["$fetched_at", ""]}, 0, 16]}, "count": {"$sum": 1}}},
         {"$sort": {"_id": 1}}]) if doc["_id"]]
-    page = max(1, page)
     cursor = collection.find({}, {"_id": 0}).sort("fetched_at", -1).skip((page - 1) * ITEMS_PER_PAGE) \
         .limit(ITEMS_PER_PAGE)
-    items = [dict(doc) for doc in cursor]
-    return {
-        "crawlid": crawlid, "record": raw, "row": row, "stored": stored, "statuses": statuses,
-        "waiting": waiting(manager, crawlid),
-        "reasons": reason_rows(redis, crawlid, raw.get(CrawlFields.STATE) == "stopped"),
-        "progress": _cumulative(progress), "items": items, "item_page": page,
-        "item_pages": max(1, -(-stored // ITEMS_PER_PAGE)), "columns": _columns(items),
-        "failures": failures_view(manager, crawlid, reasons or []),
-        "paused_since": _float(raw.get(CrawlFields.PAUSED)), "retries": _int(raw.get(CrawlFields.RETRIES)) or 0,
-    }
+    return {"stored": stored, "statuses": statuses, "progress": _cumulative(progress),
+            "items": [dict(doc) for doc in cursor]}
 
 
 def waiting(manager: Any, crawlid: str) -> list[dict[str, Any]]:

@@ -35,11 +35,12 @@ def reasons_of(request: Any) -> list[str]:
 
 
 def failures_view(manager: Any, crawlid: str, reasons: list[str], limit: int = PAGE_ROWS) -> dict[str, Any]:
-    """The crawl's failing pages by reason (exact counts), the listed ones (of ``reasons``) up to ``limit``."""
+    """The crawl's failing pages by reason (exact counts), the listed ones (of ``reasons``) up to ``limit`` (0: none,
+    MongoDB is not asked)."""
     counts = read_counts(manager.redis, crawlid)
     by_reason = {reason: n for reason, n in sorted(counts.failures.items()) if reason not in UNLISTED_REASONS}
-    rows = []
-    for document in store.failures(manager.mongo_db(), manager.redis, crawlid, reasons):
+    rows: list[dict[str, Any]] = []
+    for document in store.failures(manager.mongo_db(), manager.redis, crawlid, reasons) if limit > 0 else ():
         rows.append(store.row(document))
         if len(rows) >= limit:
             break

@@ -45,7 +45,8 @@ def manager_registry(manager: Any) -> CollectorRegistry:
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     registry.register(ManagerCollector(manager))
-    registry.register(ClusterCollector(manager.redis, manager.config.settings.heartbeat_ttl))
+    registry.register(ClusterCollector(manager.redis, manager.config.settings.heartbeat_ttl,
+                                       stall_show_after=manager.config.settings.stall_show_after))
     return registry
 
 

@@ -33,6 +33,7 @@ from messaging.settings import Settings
 logger = logging.getLogger(__name__)
 PER_PASS = 50  # deliveries one pass makes at most (each bounded by the timeout)
 RETRYABLE = frozenset({408, 425, 429})  # 4xx answers that mean "later", not "never"
+STALL_CHECK_SECONDS = 10.0  # the stall watch looks at least this often
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,10 @@ class Notifier:
         self.post = post
         self.outbox = Outbox(redis, settings.crawl_ttl)
         self.stalls = StallWatch(redis, settings.stall_after, self._emit)
-        self.stall_every = min(60.0, max(settings.notify_interval, settings.stall_after / 5))
+        # the stall watch's record is also what the info answer and the crawl page call stalled after
+        # CRAWLFLEET_STALL_SHOW_AFTER (a minute): looked at every few seconds
+        self.stall_every = min(STALL_CHECK_SECONDS, settings.stall_show_after / 6,
+                               max(settings.notify_interval, settings.stall_after / 5))
         self.outage = OutageLog(logger, "master: notifications (Redis)")
         self._next_stall_check = 0.0
         self._unsigned_said = False

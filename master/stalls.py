@@ -12,6 +12,12 @@ A paused crawl (``messaging.pause``) is not running: it is not watched, and its 
 (``frontier.revisit``) is running between revisits with nothing to do, so it counts as having work only while a
 revisit task of it is out (``revisit:{seeds}:out:<id>``) or its ``seeds`` count is above zero. A crawl without work
 has its timer reset, so a stall is measured from the moment work was there and did not move.
+
+The ``stalled`` event says why, as the info answer and the crawl page do (:func:`messaging.stalls.crawl_stall` over
+the crawl's waits, :mod:`messaging.waits`): ``reason`` (storage, no_worker, blocked, robots, backlog_full, paced,
+unknown) and ``why``, the line a person reads ("storage refusing writes since T: …; N items waiting"). The same
+record of since when each crawl has not moved is what those readers use to call a crawl stalled after
+CRAWLFLEET_STALL_SHOW_AFTER, so the leader's notifier checks every few seconds (``master.notifier``).
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from typing import Any
 from messaging import keys
 from messaging.clients import RedisClient, as_text
 from messaging.notify import stalled_event
+from messaging.stalls import UNKNOWN, crawl_stall
 from messaging.tasks import CrawlFields, CrawlState
+from messaging.waits import crawl_waits
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +81,12 @@ class StallWatch:
             updates[crawlid] = seen[crawlid]
             if not alerted and now - since >= self.stall_after:
                 _, notify, userid = rows[crawlid]
-                logger.warning("crawl %s is stalled: no progress for %.0f s (%d pages, %d items) with work left",
-                               crawlid, now - since, counts["pages"], counts["items"])
+                why = crawl_stall(crawl_waits(self.redis, crawlid, lambda domain: None), since, now, 0.0)
+                reason, text = (why["reason"], why["text"]) if why else (UNKNOWN, "")
+                logger.warning("crawl %s is stalled: no progress for %.0f s (%d pages, %d items) with work left: %s",
+                               crawlid, now - since, counts["pages"], counts["items"], text or reason)
                 self.emit(crawlid, as_text(notify) if notify else "",
-                          [stalled_event(crawlid, as_text(userid or b""), since, now, counts)])
+                          [stalled_event(crawlid, as_text(userid or b""), since, now, counts, reason, text)])
                 updates[crawlid] = f"{progress} {since!r} 1"
                 stalled.append(crawlid)
         self._write(seen, updates)

@@ -8,7 +8,8 @@ any. The events:
 - ``empty``: it finished without a single item (and did not fail);
 - ``failed``: it could not run: its start URL failed (``start_failure``), or it finished without a page because its
   tasks were dead-lettered;
-- ``stalled``: a running crawl with work left made no progress for CRAWLFLEET_STALL_AFTER (one per stall).
+- ``stalled``: a running crawl with work left made no progress for CRAWLFLEET_STALL_AFTER (one per stall), with why
+  (``reason`` and ``why``, as the crawl page says it: ``messaging.stalls``).
 
 **Once per event.** Every event has a deterministic id (``finished:<crawlid>@<finish time>``,
 ``stalled:<crawlid>@<since>``…). It is enqueued in Redis (:class:`Outbox`, ``notify:{notify}:event:<id>`` and the
@@ -107,10 +108,13 @@ def finish_events(finished: dict[str, Any], dead_letters: int = 0) -> list[dict[
     return events
 
 
-def stalled_event(crawlid: str, userid: str, since: float, now: float, progress: dict[str, int]) -> dict[str, Any]:
-    """A ``stalled`` event: the crawl's counts have not moved since ``since`` (one event per stall)."""
+def stalled_event(crawlid: str, userid: str, since: float, now: float, progress: dict[str, int],
+                  reason: str = "unknown", why: str = "") -> dict[str, Any]:
+    """A ``stalled`` event: the crawl's counts have not moved since ``since`` (one event per stall), and why
+    (``reason``, ``why``: ``messaging.stalls``)."""
     return {"event": STALLED, "id": f"{STALLED}:{crawlid}@{since!r}", "crawlid": crawlid, "userid": userid,
-            "time": now, "since": since, "stalled_for": round(now - since, 3), **progress}
+            "time": now, "since": since, "stalled_for": round(now - since, 3), **progress, "reason": reason,
+            "why": why}
 
 
 # --- signing -----------------------------------------------------------------------------------------------------

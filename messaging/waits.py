@@ -13,6 +13,9 @@ managers' crawl page. Two sources:
 - **tasks in the workers' queues**, read now for a few of the crawl's domains that hold some: ``blocked`` (the site
   answered 429/503 with a Retry-After), ``robots`` (the host's robots.txt is unreachable, or being fetched: its
   tasks wait), ``paced`` (the site's next slot is later: its rate and when).
+- **items in the workers**: ``storage`` (issue 40): a live worker of the crawl's spider type holds items of the crawl
+  that its store has refused to write for a few seconds (``messaging.storage``: since when, the server's reason, the
+  items waiting, in how many workers). It comes first: nothing of the crawl completes while it lasts.
 
 Every reason is a dict with ``reason``, ``tasks`` (how many wait for it) and its figures; :func:`describe` says it in
 one line.
@@ -24,13 +27,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from messaging import keys
+from messaging import keys, storage
 from messaging.clients import RedisClient, as_text
 from messaging.domains import authority
 from messaging.siteconfig import Rate, SitePaths, read_defaults, read_site
 from messaging.tasks import CrawlFields, CrawlState, Task
 
 PACED, ROBOTS, BLOCKED, BACKLOG_FULL, NO_WORKER = "paced", "robots", "blocked", "backlog_full", "no_worker"
+STORAGE = "storage"
 RECORD_SECONDS = 30.0  # a record of the master older than this is not trusted
 DOMAINS_LOOKED_AT = 200  # of a crawl's domains, at most this many are asked whether they hold its tasks
 SAMPLE = 10  # queued tasks read per job and domain to find the hosts they wait on
@@ -68,7 +72,8 @@ def crawl_waits(redis: RedisClient, crawlid: str, rate_for: RateFor, limit: int 
     seconds, micros = redis.time()
     now = seconds + micros / US
     jobs = _live_jobs(redis, spider_type)
-    waits = _in_seeds(redis, crawlid, spider_type, jobs, now)
+    waits = _in_workers(redis, crawlid, jobs)
+    waits += _in_seeds(redis, crawlid, spider_type, jobs, now)
     waits += _in_queues(redis, crawlid, spider_type, jobs, now, limit)
     for wait in waits:
         rate = rate_for(wait["domain"]) if wait["reason"] == PACED else None
@@ -100,10 +105,23 @@ def describe(wait: dict[str, Any]) -> str:
     if reason == BLOCKED:
         return (f"blocked: {wait['domain']} asked for a pause (429/503), {wait['until_in']:.0f} s left; "
                 f"{tasks} tasks wait")
+    if reason == STORAGE:
+        return storage.describe(wait["since"], wait["why"], wait["items"], wait.get("workers", 1))
     if reason == BACKLOG_FULL:
         return (f"backlog full: every {wait['spider_type']} worker holds its bound ({wait.get('held', '?')} tasks "
                 f"held of {wait.get('bound', '?')}); {tasks} tasks wait in seeds")
     return f"no worker of type {wait['spider_type']}: {tasks} tasks wait in seeds"
+
+
+# --- items in the workers ----------------------------------------------------------------------------------------
+def _in_workers(redis: RedisClient, crawlid: str, jobs: list[str]) -> list[dict[str, Any]]:
+    """The crawl's items held by workers whose store refuses writes (one wait, however many workers)."""
+    holding = [state for state in storage.read(redis, jobs).values() if state.crawls.get(crawlid)]
+    if not holding:
+        return []
+    first = min(holding, key=lambda state: state.since)
+    return [{"reason": STORAGE, "since": first.since, "why": first.reason, "kind": first.kind, "store": first.store,
+             "items": sum(state.crawls[crawlid] for state in holding), "workers": len(holding)}]
 
 
 # --- tasks in seeds ----------------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ that the dispatcher could not place (``master:{seeds}:dead-letter-counts``), wit
 in ``dead_letter_samples``. ``revisit`` (a crawl whose rule revisits pages, ``frontier.revisit``):
 :func:`revisit_summary`. ``waiting``: why the crawl's tasks are not being fetched right now, each reason with its
 figures (:mod:`messaging.waits`: paced by its site's rate with the next slot, robots.txt pending, blocked, backlog
-full, no worker of its type).
+full, no worker of its type, an item store that refuses writes). ``stalled``: null, or why the crawl makes no
+progress (:mod:`messaging.stalls`: its store refusing writes for a few seconds, or no progress for
+CRAWLFLEET_STALL_SHOW_AFTER with work left): ``reason``, ``since``, ``for`` (seconds), ``text``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from messaging.counts import read_counts
 from messaging.redis_monitor.crawl_tasks import INFLIGHT, PARKED, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.siteconfig import SitePaths
+from messaging.stalls import stall_of
 from messaging.tasks import CrawlFields
 from messaging.waits import crawl_waits, zk_rates
 
@@ -122,6 +125,8 @@ class InfoPlugin(Plugin):
         answer.update(crawl_info(context.redis, crawlid))
         answer.update(dead_letters(context.redis, crawlid))
         answer["waiting"] = crawl_waits(context.redis, crawlid, self._rates(context)) if raw else []
+        answer["stalled"] = (stall_of(context.redis, crawlid, answer["waiting"], context.settings.stall_show_after)
+                             if raw else None)
         revisit = revisit_summary(context.redis, crawlid)
         if revisit is not None:
             answer["revisit"] = revisit
