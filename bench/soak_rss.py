@@ -148,7 +148,8 @@ def growth(points: Sequence[tuple[int, float]], warm: int = WARM_PAGES) -> dict[
     ``end_vs_warm``, the ratio of the last RSS to the one at ``warm`` pages. A process that did not live past
     ``warm`` pages (a recycled page-work process) has only ``end`` and ``max``, and ``pages`` (first, last)."""
     after = [(x, y) for x, y in points if x >= warm]
-    figures: dict[str, Any] = {"end": points[-1][1] if points else None, "max": max((y for _, y in points), default=None),
+    figures: dict[str, Any] = {"end": points[-1][1] if points else None,
+                               "max": max((y for _, y in points), default=None),
                                "pages": [points[0][0], points[-1][0]] if points else []}
     if len(after) >= 2 and after[-1][0] > after[0][0]:
         figures.update(at_warm=after[0][1], mb_per_100k=_round(slope(after)),

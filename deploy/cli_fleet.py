@@ -159,7 +159,8 @@ def stall_lines(report: dict[str, Any]) -> list[str]:
     from messaging.storage import describe
 
     lines = [f"[red]store refusing writes[/] worker {escape(job)}: "
-             f"{escape(describe(s['since'], s['reason'], s['waiting']))}" for job, s in sorted(report["stores"].items())]
+             f"{escape(describe(s['since'], s['reason'], s['waiting']))}"
+             for job, s in sorted(report["stores"].items())]
     lines += [f"[red]stalled[/] crawl {escape(c['crawlid'])}: {escape(c['text'])}" for c in report["stalled"]]
     if report.get("stalls_error") and report.get("processes"):  # no fleet here: no Redis to ask is no news
         lines.append(f"stalled crawls unknown: Redis does not answer ({escape(report['stalls_error'])})")

@@ -15,6 +15,7 @@ class SettingsFields:
     node_name: str
     log_level: str
     demoweb_addresses: str
+    local_mongo_cache: str
     supervise_interval: float
     supervise_bound: float
     supervise_backoff: float
@@ -107,6 +108,7 @@ class SettingsFields:
     notify_backoff_max: float
     notify_interval: float
     stall_after: float
+    stall_show_after: float
     failures_max: int
     bloom_namespace: str
     bloom_capacity: int
@@ -142,6 +144,7 @@ class SettingsFields:
     render_recheck: int
     render_min_text: int
     page_processes: int
+    page_process_recycle: int
     host_workers: int
     warc_dir: str
     warc_max_size: int

@@ -72,6 +72,7 @@ def report(redis: RedisClient, job: str, state: StoreState | None) -> None:
 def read(redis: RedisClient, jobs: Iterable[str] | None = None) -> dict[str, StoreState]:
     """The reports of ``jobs`` (every job's when ``None``; a caller passes the live ones: a dead job's report is
     stale until the master retires it)."""
+    raw: dict[str, Any]
     if jobs is None:
         raw = {as_text(job): value for job, value in redis.hgetall(keys.WORKER_STORES).items()}
     else:

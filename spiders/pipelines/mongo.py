@@ -46,8 +46,16 @@ import bson
 from bson.errors import InvalidDocument
 from prometheus_client import Gauge
 from pymongo import ReplaceOne, UpdateOne
-from pymongo.errors import (AutoReconnect, BulkWriteError, ConfigurationError, ConnectionFailure, NetworkTimeout,
-                            OperationFailure, PyMongoError, ServerSelectionTimeoutError)
+from pymongo.errors import (
+    AutoReconnect,
+    BulkWriteError,
+    ConfigurationError,
+    ConnectionFailure,
+    NetworkTimeout,
+    OperationFailure,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
 from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
