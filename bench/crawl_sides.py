@@ -52,7 +52,8 @@ SERVICE_GROUPS = {"redis": "redis", "mongodb": "mongo", "kafka": "kafka", "zooke
 
 # Settings taken from the benchmark's own environment into every side's processes (issue 26: page work off the
 # reactor, on or off, for all sides alike).
-PASSED_SETTINGS = ("CRAWLFLEET_PAGE_PROCESSES", "CRAWLFLEET_HOST_WORKERS")
+PASSED_SETTINGS = ("CRAWLFLEET_PAGE_PROCESSES", "CRAWLFLEET_HOST_WORKERS", "CRAWLFLEET_MALLOC_TRIM_INTERVAL",
+                   "CRAWLFLEET_PAGE_PROCESS_RECYCLE")
 
 
 def page_work_settings(side: str, environ: Mapping[str, str]) -> dict[str, str]:

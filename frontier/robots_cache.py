@@ -49,6 +49,7 @@ from frontier.robots_rules import (
     robots_url,
     status_kind,
 )
+from messaging.bounded import BoundedDict
 from messaging.clients import RedisClient
 from messaging.clock import Clock, SystemClock
 from messaging.domains import domain_of
@@ -65,6 +66,7 @@ FIRST_RETRY = 15.0  # seconds before an unreachable robots.txt is asked again; d
 PENDING_WAIT = 0.2  # another process fetches: look again after this
 # this process fetches: its store asks the domain again at once (spiders.worker.robots), this is only the latest
 MINE_WAIT = 1.0
+MEMO_HOSTS = 10_000  # hosts whose rules (or outage) one process keeps in memory, the most recently used
 LONGEST_WAIT = 60.0  # an outage: look again after its next attempt, but at least this often
 
 Fetcher = Callable[[str], str]
@@ -197,9 +199,17 @@ class RobotsCache:
         self.token = uuid.uuid4().hex  # this process's claims
         self.claims = Claims(lock_seconds, fetch_seconds, self.clock)
         self.fetched = 0  # robots.txt files this process fetched (tests, stats)
-        self._memo: dict[str, tuple[Robots | Outage, float]] = {}  # by host
-        self._latest: dict[str, Robots] = {}  # by domain: the rules of the host read last (Crawl-delay)
+        # by host, the most recently used MEMO_HOSTS (a broad crawl meets millions of hosts): one evicted is read
+        # again from Redis (``memo_evictions``)
+        self._memo: BoundedDict[str, tuple[Robots | Outage, float]] = BoundedDict(MEMO_HOSTS, touch=True)
+        # by domain: the rules of the host read last (Crawl-delay), as many domains
+        self._latest: BoundedDict[str, Robots] = BoundedDict(MEMO_HOSTS, touch=True)
         self.records = RobotsRecords(redis)  # the frontier client's robots.txt records (frontier.client)
+
+    @property
+    def memo_evictions(self) -> int:
+        """Hosts (and domains) forgotten to stay within :data:`MEMO_HOSTS` since the start."""
+        return self._memo.evicted + self._latest.evicted
 
     # --- reading --------------------------------------------------------------------------------------------------
     def lookup(self, url: str) -> Robots | None:

@@ -45,6 +45,7 @@ from manager.security import safe_log_file
 from messaging import clients, discovery, keys
 from messaging.clients import as_text
 from messaging.health import Beat, Health, redis_answers
+from messaging.memory import TrimThread
 from messaging.outage import OutageLog
 from messaging.reactor import IFleetReactor, running_reactor
 
@@ -331,6 +332,8 @@ def run(config: ManagerConfig) -> None:
     services, manager, _ = application(config, reactor)
     services.startService()
     reactor.addSystemEventTrigger("before", "shutdown", services.stopService)
+    trim = TrimThread(config.settings.malloc_trim_interval).start()  # freed memory back to the system (issue 40)
+    reactor.addSystemEventTrigger("before", "shutdown", trim.stop)
     logger.info("manager %s listening on http://%s:%d/ (%s authentication), %d process slots, logs in %s",
                 manager.host, config.bind, config.port, "basic" if config.auth else "no", config.max_proc,
                 config.logs_dir)

@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from messaging import keys
+from messaging.bounded import BoundedDict
 from messaging.clients import RedisClient, as_text
 from messaging.export import batches, csv_header, jsonl_lines, plain
 from messaging.scripts import LUA, lua_script
@@ -47,6 +48,7 @@ from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds
 SUFFIX = ".failures"
 FORMATS = ("jsonl", "csv")
 COLUMNS = ["url", "reason", "status", "attempts", "time", "first", "retry", "submitted", "job"]
+INDEXED_KEPT = 1000  # crawls whose failures index a process remembers having made (a forgotten one: made again)
 VERIFY_CHUNK = 500  # fingerprints checked against the counts per round trip
 REOPEN = lua_script(LUA / "crawl_reopen.lua")  # a retry's number; a finished crawl running again
 KEEP, DROP = "keep", "drop"  # the count's verdicts (spiders/worker/lua/count.lua)
@@ -74,7 +76,7 @@ class FailureStore:
 
     def __init__(self, database: Any) -> None:
         self.database = database
-        self._indexed: set[str] = set()
+        self._indexed: BoundedDict[str, bool] = BoundedDict(INDEXED_KEPT)  # crawls whose index was made sure of
 
     def apply(self, crawlid: str, keep: Sequence[Failure], drop: Iterable[str]) -> None:
         """Write a commit's verdicts: ``keep`` upserted (attempts added up), ``drop`` (fingerprints) deleted."""
@@ -95,7 +97,7 @@ class FailureStore:
             return
         if crawlid not in self._indexed:
             collection.create_index("reason")
-            self._indexed.add(crawlid)
+            self._indexed[crawlid] = True
         collection.bulk_write(operations, ordered=False)
 
 

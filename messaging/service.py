@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from messaging.clients import RedisClient
 from messaging.health import HEALTH, redis_answers
 from messaging.identity import worker_ip
+from messaging.memory import TrimThread
 from messaging.metrics import serve_metrics
 from messaging.outage import quiet_reconnects
 from messaging.settings import Settings
@@ -70,10 +71,12 @@ def run_service(service: Service, settings: Settings, module: str, banner: Calla
     if connect is not None:
         connect()
     heartbeat.start()
+    trim = TrimThread(settings.malloc_trim_interval).start()  # freed memory back to the system (issue 40)
     logger.info(banner(endpoint.url))
     try:
         service.run()
     finally:
+        trim.stop()
         heartbeat.stop()
         service.close()
         endpoint.close()

@@ -576,6 +576,11 @@ define("CRAWLFLEET_PAGE_PROCESSES", -1,
        "4: one or more when the host has more than one usable core (os.sched_getaffinity) per worker, else none; "
        "0: none, the pipelines do the work in the reactor thread; N: N.",
        group="worker", parse=int)
+define("CRAWLFLEET_MALLOC_TRIM_INTERVAL", 30.0,
+       "Seconds between two calls of glibc's ``malloc_trim`` in every long-lived process of the fleet (worker, "
+       "master, monitors, manager), which give the allocator's free pages back to the system: without it a "
+       "process's resident memory grows with the pages it has handled (``messaging.memory``). 0: never.",
+       group="worker", parse=float)
 define("CRAWLFLEET_PAGE_PROCESS_RECYCLE", 25000,
        "Pages a page-work process (CRAWLFLEET_PAGE_PROCESSES) is sent before a new one takes its place: the old one "
        "answers what it holds and ends, so no page is lost and no process grows with the crawl's length whatever "

@@ -144,6 +144,7 @@ class SettingsFields:
     render_recheck: int
     render_min_text: int
     page_processes: int
+    malloc_trim_interval: float
     page_process_recycle: int
     host_workers: int
     warc_dir: str

@@ -18,8 +18,10 @@ NEWSPIDER_MODULE = "spiders.spiders"
 ADDONS = {"spiders.addon.FleetAddon": 0}
 
 # Prometheus /metrics of this worker (responses by status, hits per site, items, leases; CPU and memory), and on the
-# same port /livez and /readyz (reactor, feed thread and heartbeat turning; Redis answering, job registered).
-EXTENSIONS = {"spiders.metrics.WorkerMetrics": 500, "spiders.health.WorkerHealth": 510}
+# same port /livez and /readyz (reactor, feed thread and heartbeat turning; Redis answering, job registered); freed
+# memory given back to the system every CRAWLFLEET_MALLOC_TRIM_INTERVAL seconds.
+EXTENSIONS = {"spiders.metrics.WorkerMetrics": 500, "spiders.health.WorkerHealth": 510,
+              "spiders.memory.MemoryTrim": 520}
 
 # --- downloading ----------------------------------------------------------------------------------------------
 # A static fetch is Scrapy's HTTP/1.1 handler; a render (meta["fleet_render"]) is Debian's headless Chromium through

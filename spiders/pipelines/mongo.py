@@ -63,6 +63,7 @@ from twisted.internet.task import LoopingCall
 from w3lib.url import canonicalize_url
 
 from messaging import clients, storage
+from messaging.bounded import BoundedDict
 from messaging.settings import Settings
 from spiders.fleet_settings import crawlfleet_settings
 from spiders.pipelines.buffer import Pending, WriteBuffer
@@ -78,6 +79,7 @@ ITEMS_WAITING = Gauge("crawlfleet_worker_items_waiting", "Items this worker hold
 URL_KEY = "url_key"
 JOB = "job"  # the worker job that fetched the item (spiders.spiders.base)
 CLOSE_TIMEOUT = 30.0  # seconds close_spider keeps retrying a MongoDB that is down before it gives up
+INDEXED_KEPT = 1000  # crawls (collections) whose indexes a worker remembers having made
 STATE_EVERY = 1.0  # seconds between two looks at the store's state (a report while it refuses writes)
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024  # MongoDB's BSON document limit
 # Per-document write errors that are the document's fault: retrying cannot store it, so its item is refused for good
@@ -132,7 +134,9 @@ class MongoWriter:
         self.database = database
         self.history = history  # copy a revisited page's previous version into <crawlid>.history
         self.now = now or (lambda: datetime.now(UTC))
-        self.indexed: set[str] = set()  # collections whose unique index this process has made sure of
+        # collections whose unique index this process has made sure of, the latest INDEXED_KEPT (one evicted is
+        # asked again: create_index of an existing index is a no-op)
+        self.indexed: BoundedDict[str, bool] = BoundedDict(INDEXED_KEPT)
 
     def __call__(self, batch: Sequence[Pending]) -> dict[int, str]:
         refused: dict[int, str] = {}
@@ -146,7 +150,7 @@ class MongoWriter:
         if collection not in self.indexed:
             self.database[collection].create_index(URL_KEY, unique=True)
             self.database[collection].create_index(JOB)  # the manager's /items/ of one job
-            self.indexed.add(collection)
+            self.indexed[collection] = True
 
     def _write(self, collection: str, positions: dict[str, list[int]], batch: Sequence[Pending],
                stored_at: datetime) -> dict[int, str]:

@@ -22,9 +22,12 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
+from messaging.bounded import BoundedDict
 from messaging.outage import OutageLog
 from spiders.proxies.model import Proxy
 from spiders.proxies.store import ProxyStore
+
+DOMAINS_KEPT = 100_000  # domains whose last proxy a worker remembers (the rotation of a forgotten one starts anew)
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +140,8 @@ class ProxyChooser:
     def __init__(self, pool: LivePool) -> None:
         self.pool = pool
         self._lock = threading.Lock()
-        self._last: dict[str, str] = {}  # domain -> id of the proxy used last for it
+        # domain -> id of the proxy used last for it, the latest DOMAINS_KEPT (one forgotten starts its rotation anew)
+        self._last: BoundedDict[str, str] = BoundedDict(DOMAINS_KEPT)
 
     def candidates(self, domain: str, exclude: Collection[str] = ()) -> list[Proxy]:
         proxies = [proxy for proxy in self.pool.live() if proxy.id not in exclude]

@@ -1,0 +1,67 @@
+"""Giving freed memory back to the system: glibc's ``malloc_trim`` every so often (issue 40).
+
+A long-lived process of the fleet allocates and frees a page's worth of memory many times a second (a response body,
+its parsed tree, the pickled page sent to a page process, a batch of items) while a few small objects it keeps (a
+lease, a task, a log record) land in between. glibc's allocator only returns memory to the system from the top of a
+heap, and its mmap threshold rises with the largest block freed so far, so that freed page-sized blocks stay in the
+heap as holes around the objects that live on: the process's resident memory grows with the number of pages it has
+handled although what it holds does not. ``malloc_trim(0)`` walks every arena and gives each whole free page back
+(``madvise``), whatever lies above it; a few milliseconds for a heap of some hundred MB, called from a thread of its
+own so that nothing waits on it. Elsewhere (musl, macOS) there is no such call, and :func:`malloc_trim` does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+_libc: Any = None
+_looked_up = False
+
+
+def _trim_function() -> Callable[[int], int] | None:
+    global _libc, _looked_up
+    if not _looked_up:
+        _looked_up = True
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            _libc.malloc_trim.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            _libc = None
+    return _libc.malloc_trim if _libc is not None else None
+
+
+def malloc_trim() -> bool:
+    """Give the free pages of every malloc arena back to the system; whether any memory was released (False where
+    the C library has no ``malloc_trim``)."""
+    trim = _trim_function()
+    return bool(trim(0)) if trim is not None else False
+
+
+class TrimThread:
+    """Calls :func:`malloc_trim` every ``interval`` seconds in a daemon thread until :meth:`stop` (0: never)."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.trims = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="malloc-trim", daemon=True)
+
+    def start(self) -> TrimThread:
+        if self.interval > 0 and _trim_function() is not None:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            malloc_trim()
+            self.trims += 1
