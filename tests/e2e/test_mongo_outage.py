@@ -11,15 +11,21 @@ are stored, MongoDB is stopped for :data:`OUTAGE_SECONDS`. Meanwhile:
 - it keeps heartbeating (the feed thread does not wait on MongoDB), so the master does not declare it dead although
   the outage lasts longer than CRAWLFLEET_HEARTBEAT_TTL, and it renews the leases of tasks whose items wait,
   although the outage lasts longer than CRAWLFLEET_LEASE_SECONDS;
-- its resident memory (``VmRSS``, sampled all along) stays under :data:`RSS_BOUND_MB`.
+- its resident memory (``VmRSS``, sampled all along) stays under :data:`RSS_BOUND_MB`;
+- within :data:`SAID_WITHIN` seconds of the stop the crawl's page on a manager (whose MongoDB is the same, down),
+  ``crawlfleet fleet status --json`` and the cluster's Prometheus metrics say "storage refusing writes since T: …"
+  with the items waiting (issue 40).
 
 MongoDB is then started again; the crawl finishes, and every article of the site is stored exactly once, each page
-fetched once.
+fetched once, and it is no longer said to be stalled.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from deploy.demoweb.sites import build_sites
 from deploy.procs import wait_for
@@ -34,6 +41,7 @@ from frontier.registry import WorkerRegistry
 from messaging import keys
 from messaging.domains import domain_of
 from spiders.settings import CONCURRENT_REQUESTS
+from tests.integration.test_manager_api import ManagerProcess
 from tests.plugins.demoweb import own_demoweb
 from tests.plugins.fleet import Fleet
 from tests.plugins.mongo import OwnMongo
@@ -56,6 +64,8 @@ LEASE_BOUND = BUFFER + 2 * (PREFETCH + CONCURRENT_REQUESTS)
 HEARTBEAT_TTL, LEASE_SECONDS = 10.0, 20.0  # both shorter than the outage: heartbeats and renewals must go on
 RSS_BOUND_MB = 300  # measured: a worker peaks at about 150 MB (the report this test prints, with -s)
 CRAWL_TIMEOUT = 90  # after MongoDB is back (its back-off is at most 10 s)
+SAID_WITHIN = 30.0  # the issue's bound: the page and fleet status say the store refuses writes within 30 s
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -141,8 +151,10 @@ def test_a_mongodb_outage_mid_crawl_loses_and_duplicates_nothing(cf, procs, tmp_
         fleet.start_workers("universal", jobs, CRAWLFLEET_MONGO_URI=mongo.uri, CRAWLFLEET_MONGO_BUFFER=str(BUFFER),
                             CRAWLFLEET_MONGO_BATCH=str(BATCH), CRAWLFLEET_PREFETCH=str(PREFETCH))
         workers = {job: fleet.workers[job] for job in jobs}
+        manager = ManagerProcess(procs, {**fleet.env, "CRAWLFLEET_MONGO_URI": mongo.uri}, tmp_path / "manager")
+        manager.start()
         with RssSampler({job: proc.pid for job, proc in workers.items()}) as rss:
-            report = _crawl_through_an_outage(fleet, mongo, workers, jobs, procs, rss)
+            report = _crawl_through_an_outage(fleet, mongo, workers, jobs, procs, rss, manager)
             report["rss_end_mb"] = _mb(rss.now_kb())
         report["rss_peak_mb"] = _mb(rss.peak_kb)
         report["rss_samples"] = rss.samples
@@ -177,7 +189,7 @@ def test_a_mongodb_outage_mid_crawl_loses_and_duplicates_nothing(cf, procs, tmp_
 
 
 def _crawl_through_an_outage(fleet: Fleet, mongo: OwnMongo, workers: dict[str, Any], jobs: list[str],
-                             procs: Any, rss: RssSampler) -> dict[str, Any]:
+                             procs: Any, rss: RssSampler, manager: ManagerProcess) -> dict[str, Any]:
     redis = fleet.redis
     domain = domain_of(fleet.url(NEWS))
     db = fleet.cf.settings.mongo_db
@@ -207,13 +219,14 @@ def _crawl_through_an_outage(fleet: Fleet, mongo: OwnMongo, workers: dict[str, A
     mongo.stop()
     stopped = time.monotonic()
     rss_at_stop = rss.now_kb()
+    said = _storage_refusing_said(fleet, manager, jobs, stopped)
     for job, proc in workers.items():  # every worker fills its buffer and stops taking tasks
         wait_for(lambda proc=proc: _backlog_full(procs.log(proc)), OUTAGE_SECONDS - 5,
                  f"{job}'s log to say 'storage backlog full'")
     full_after = time.monotonic() - stopped
     beats = {job: redis.zscore(keys.WORKERS, job) for job in jobs}
     series: list[dict[str, int]] = []
-    while time.monotonic() - stopped < OUTAGE_SECONDS:
+    while time.monotonic() - stopped < OUTAGE_SECONDS or len(series) < 5:
         series.append({job: len(deadlines) for job, deadlines in leases().items()})
         time.sleep(0.5)  # sampling during the outage, whose length is the scenario
     rss_at_restart = rss.now_kb()
@@ -239,9 +252,42 @@ def _crawl_through_an_outage(fleet: Fleet, mongo: OwnMongo, workers: dict[str, A
     outage = time.monotonic() - stopped
     restarted = time.monotonic()
     event = fleet.wait_finished(["news-outage"], CRAWL_TIMEOUT)["news-outage"]
-    return {"stored_before": before, "backlog_full_after_s": round(full_after, 1), "outage_s": round(outage, 1),
+    assert not _fleet_status(fleet.env)["stores"] and "crawl-stalled" not in _crawl_page(manager)
+    return {"stored_before": before, **said, "backlog_full_after_s": round(full_after, 1), "outage_s": round(outage, 1),
             "leases_held_max": list(held_max.values()), "lease_bound": LEASE_BOUND,
             "leases_held_max_sum": max(sum(sample.values()) for sample in series),
             "leases_at_restart": list(series[-1].values()),
             "rss_at_stop_mb": _mb(rss_at_stop), "rss_at_restart_mb": _mb(rss_at_restart),
             "finished_after_restart_s": round(time.monotonic() - restarted, 1), "event": event}
+
+
+def _crawl_page(manager: ManagerProcess) -> str:
+    return requests.get(f"{manager.url}/crawls/news-outage", timeout=30).text
+
+
+def _fleet_status(env: dict[str, str]) -> dict[str, Any]:
+    result = subprocess.run([sys.executable, "-m", "deploy.cli", "fleet", "status", "--json"], env=env, cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _storage_refusing_said(fleet: Fleet, manager: ManagerProcess, jobs: list[str], stopped: float) -> dict[str, Any]:
+    """Within :data:`SAID_WITHIN` s of the stop: the crawl page, fleet status and the metrics say the store refuses
+    writes, since when and how many items wait (a bounded wait; how long it took is reported, not asserted)."""
+
+    def page_says() -> bool:
+        html = _crawl_page(manager)
+        return 'data-reason="storage"' in html and "storage refusing writes since" in html and "items waiting" in html
+
+    wait_for(page_says, SAID_WITHIN - (time.monotonic() - stopped), "the crawl page to say storage refuses writes")
+    page_after = time.monotonic() - stopped
+    status = _fleet_status(fleet.env)
+    stall = next(s for s in status["stalled"] if s["crawlid"] == "news-outage")
+    assert stall["reason"] == "storage" and "storage refusing writes since" in stall["text"], stall
+    assert set(status["stores"]) <= set(jobs) and status["stores"], status["stores"]
+    assert all(store["waiting"] > 0 and store["kind"] == "unreachable" for store in status["stores"].values())
+    metrics = requests.get(f"{manager.url}/metrics", timeout=30).text
+    assert "crawlfleet_store_refusing_writes_seconds{" in metrics and "crawlfleet_store_items_waiting{" in metrics
+    assert 'crawlfleet_crawl_stalled_seconds{crawlid="news-outage",reason="storage"}' in metrics
+    return {"page_said_after_s": round(page_after, 1), "status_said_after_s": round(time.monotonic() - stopped, 1),
+            "stall_text": stall["text"]}
