@@ -255,6 +255,8 @@ def store_error(error: BaseException) -> tuple[str, str]:
         code = error.code
         name = details.get("codeName")
         message = " ".join(str(details.get("errmsg") or message).split()) + (f" ({name})" if name else "")
+    elif isinstance(error, ConnectionFailure):  # pymongo appends its timeouts and the topology: not the reason
+        message = message.split(" (configured timeouts:")[0].split(", Timeout:")[0]
     reason = f"{type(error).__name__}: {message[:300]}" + (f" [code {code}]" if code is not None else "")
     if isinstance(error, (ConnectionFailure, ServerSelectionTimeoutError, NetworkTimeout, AutoReconnect)):
         return reason, storage.UNREACHABLE

@@ -119,3 +119,11 @@ def test_a_crawl_is_stalled_at_once_by_its_store_and_after_a_minute_by_anything_
     assert stall["text"] == "no progress for 70 s: no worker of type list: 7 tasks wait in seeds"
     stall = crawl_stall([], progress_since=100.0, now=170.0, show_after=60.0)
     assert stall is not None and stall["reason"] == UNKNOWN and "no progress for 70 s" in stall["text"]
+
+
+def test_an_unreachable_store_is_said_without_pymongo_s_topology_description():
+    error = ServerSelectionTimeoutError(
+        "127.0.0.1:47109: [Errno 111] Connection refused (configured timeouts: socketTimeoutMS: 5000.0ms, "
+        "connectTimeoutMS: 5000.0ms), Timeout: 5.0s, Topology Description: <TopologyDescription id: 6b0c>")
+    assert store_error(error) == ("ServerSelectionTimeoutError: 127.0.0.1:47109: [Errno 111] Connection refused",
+                                  storage.UNREACHABLE)
