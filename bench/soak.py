@@ -124,7 +124,14 @@ def run_side(bench: Any, workers: int, interval: float, echo: Any) -> dict[str, 
             named["manager"] = manager.pid
             return named
 
-        with RssSampler(roots, counter.read, interval) as sampler, \
+        samples_file = bench.run_dir / f"soak-samples-{side}.jsonl"
+        samples_file.unlink(missing_ok=True)
+
+        def keep(sample: Sample) -> None:
+            with samples_file.open("a") as out:
+                out.write(json.dumps(_sample_row(sample)) + "\n")
+
+        with RssSampler(roots, counter.read, interval, on_sample=keep) as sampler, \
                 ManagerReader(f"http://127.0.0.1:{port}", list(crawls)):
             result = bench.run_side(side, 1)
     finally:
@@ -138,7 +145,7 @@ def run_side(bench: Any, workers: int, interval: float, echo: Any) -> dict[str, 
     return {"side": side, "workers": workers, "pages": result.pages, "items": result.items,
             "seconds": round(result.seconds, 1), "pages_per_min": round(result.pages_per_min, 1),
             "processes": figures, "problems": problems,
-            "samples": [{"seconds": s.seconds, "pages": s.pages, "rss_mb": s.rss_mb} for s in samples]}
+            "samples": [_sample_row(s) for s in samples]}
 
 
 def _answers(port: int) -> bool:
@@ -218,7 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=None, help="the PNG (default <run dir>/soak.png)")
     parser.add_argument("--json-out", type=Path, default=None, help="samples and figures (default <run dir>/soak.json)")
     parser.add_argument("--json", action="store_true", help="print a JSON line of the figures last")
+    parser.add_argument("--from-samples", type=Path, nargs="+", default=None, metavar="JSONL",
+                        help="crawl nothing: the figures, JSON and plot of the samples a run wrote as it went "
+                             "(<run dir>/soak-samples-<side>.jsonl), e.g. of a run stopped before its end")
     args = parser.parse_args(argv)
+    if args.from_samples:
+        return _finish([side_from_samples(path) for path in args.from_samples], args, args.run_dir or
+                       args.from_samples[0].parent, time.time())
     counts = [int(n) for n in args.workers.split(",") if n.strip()]
     if not counts or min(counts) < 1:
         parser.error("--workers: one or more worker counts, e.g. 1,2")
@@ -235,6 +248,32 @@ def main(argv: list[str] | None = None) -> int:
     with CrawlBench(run_dir, max(1, args.pages // 3), 600 + 0.2 * args.pages * 1.1, echo) as bench:
         for workers in counts:
             sides.append(run_side(bench, workers, args.interval, echo))
+    return _finish(sides, args, run_dir, started)
+
+
+def side_from_samples(path: Path) -> dict[str, Any]:
+    """A side as far as its samples file goes (``soak-samples-<side>.jsonl``): its figures, checks and samples; the
+    crawl's own counts are unknown, and a crawl stopped before its end is said to be partial."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    samples = [Sample(row["seconds"], row["pages"], row["rss_mb"]) for row in rows]
+    side = path.stem.removeprefix("soak-samples-")
+    figures = {name: growth(points) for name, points in series(samples).items()}
+    pages = samples[-1].pages if samples else 0
+    seconds = samples[-1].seconds if samples else 0.0
+    return {"side": side, "workers": int(side.rpartition("_")[2] or 0), "pages": pages, "items": None,
+            "seconds": seconds, "pages_per_min": round(pages / seconds * 60, 1) if seconds else 0.0,
+            "processes": figures, "partial": True,
+            "problems": [f"{side}: samples only ({pages:,} pages): whether the crawl completed is not known",
+                         *judge(side, pages, figures)],
+            "samples": [_sample_row(s) for s in samples]}
+
+
+def _sample_row(sample: Sample) -> dict[str, Any]:
+    return {"seconds": sample.seconds, "pages": sample.pages, "rss_mb": sample.rss_mb}
+
+
+def _finish(sides: list[dict[str, Any]], args: argparse.Namespace, run_dir: Path, started: float) -> int:
+    """Write the JSON and the plot, print the report (and the JSON line); the exit status."""
     figures = {"sides": {s["side"]: {k: v for k, v in s.items() if k != "samples"} for s in sides},
                "ok": not any(s["problems"] for s in sides), "started": started, "pages_asked": args.pages}
     json_out = args.json_out or run_dir / "soak.json"
@@ -242,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     json_out.write_text(json.dumps({**figures, "samples": {s["side"]: s["samples"] for s in sides}}))
     plot(sides, args.plot or run_dir / "soak.png")
     print("\n".join(report(sides)))
-    echo(f"samples: {json_out}; plot: {args.plot or run_dir / 'soak.png'}")
+    print(f"samples: {json_out}; plot: {args.plot or run_dir / 'soak.png'}",
+          file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(figures))
     return 0 if figures["ok"] else 1

@@ -76,13 +76,14 @@ class Sample:
 
 class RssSampler:
     """Samples ``roots()`` (name -> PID, asked every time: processes come and go) and the children of the roots whose
-    name ``with_children`` accepts, every ``interval`` seconds, in a thread."""
+    name ``with_children`` accepts, every ``interval`` seconds, in a thread; ``on_sample`` gets each sample as it is
+    taken (the soak appends it to a file, so that a run stopped early keeps what it measured)."""
 
     def __init__(self, roots: Callable[[], Mapping[str, int]], pages: Callable[[], int], interval: float = 5.0,
                  with_children: Callable[[str], bool] = lambda name: name.startswith("worker"),
-                 child_name: str = "page work") -> None:
+                 child_name: str = "page work", on_sample: Callable[[Sample], None] = lambda sample: None) -> None:
         self.roots, self.pages, self.interval = roots, pages, interval
-        self.with_children, self.child_name = with_children, child_name
+        self.with_children, self.child_name, self.on_sample = with_children, child_name, on_sample
         self.samples: list[Sample] = []
         self._started = 0.0
         self._stop = threading.Event()
@@ -112,6 +113,7 @@ class RssSampler:
                         rss[f"{name} {self.child_name} {child}"] = round(child_kb / 1024, 1)
         sample = Sample(round(time.monotonic() - self._started, 1), self.pages(), rss)
         self.samples.append(sample)
+        self.on_sample(sample)
         return sample
 
     def _run(self) -> None:
