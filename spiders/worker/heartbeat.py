@@ -37,7 +37,8 @@ class Heartbeat:
     def __init__(self, registry: WorkerRegistry, job: str, interval: float,
                  progress: Callable[[], tuple[bool, float]], on_fenced: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.monotonic,
-                 store_state: Callable[[], StoreState | None] = lambda: None) -> None:
+                 store_state: Callable[[], StoreState | None] = lambda: None,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.registry = registry  # give it a Redis client of its own: a connection no other thread holds up
         self.job = job
         self.interval = interval
@@ -45,6 +46,7 @@ class Heartbeat:
         self.on_fenced = on_fenced
         self.clock = clock
         self.store_state = store_state
+        self.wall_clock = wall_clock  # epoch seconds: when a store report was written, as people read it
         self._store_reported = False  # the registry holds a report of this job's store refusing writes
         self.beats = 0
         self.fenced = False
@@ -81,7 +83,7 @@ class Heartbeat:
         state = self.store_state()
         if state is None and not self._store_reported:
             return
-        self.registry.report_store(self.job, dataclasses.replace(state, at=time.time()) if state else None)
+        self.registry.report_store(self.job, dataclasses.replace(state, at=self.wall_clock()) if state else None)
         self._store_reported = state is not None
 
     def _run(self) -> None:
