@@ -12,3 +12,8 @@ download_sample = object()
 """A download ended (``spiders.middlewares.adaptive``): kwargs ``request``, ``latency`` (seconds), ``status`` (0: no
 response), ``error`` (5xx, timeout, connection error). The scheduler reports those of adaptive sites to the cluster's
 shared delay (``frontier.adaptive``)."""
+
+item_stored = object()
+"""The fleet's store of one's own spider's items (``spiders.pipelines.own_items``) has an item for good: kwargs
+``item``, ``response`` (the page, or the failure its errback saw), ``stored`` (False: refused for good). The task
+tracker settles the item then, not when the project's pipelines passed it on (``item_scraped``)."""

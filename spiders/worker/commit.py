@@ -25,7 +25,8 @@ batch of them in a few round trips, whatever its size:
    scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
 6. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
-   ``restored``; failures by reason: :mod:`messaging.counts`, ``noindex`` among them), one script per crawl,
+   ``restored``; failures by reason: :mod:`messaging.counts`, ``noindex`` among them; a request one's own spider
+   yielded that could not travel counts as a failed page ``untravelable: <what>``), one script per crawl,
    mirrored into ``crawl:<id>``. Tasks the politeness step dropped unfetched are counted the same way
    (:meth:`Committer.count_unfetched`: reason ``robots`` or ``blacklisted``).
 7. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
@@ -33,6 +34,12 @@ batch of them in a few round trips, whatever its size:
    (``frontier.finish_hints``) and the weights' completion count. A crash anywhere leaves the task to be processed
    again, which counts as ``restored``: a page is counted exactly once; a lost change-log entry delays a crawl's end
    (the finisher re-reads its counts), never hastens it.
+
+A task of one's own Scrapy spider (``Task.travels``) is keyed by its request's fingerprint (the project's
+``REQUEST_FINGERPRINTER_CLASS``, carried in the task: :func:`fingerprint_of`) wherever a rule task is keyed by its
+canonical URL — the Bloom filter, the exact counts — and a child with ``dont_filter`` is pushed without asking the
+filter, as Scrapy's scheduler never asks its dupefilter about one. :meth:`Committer.push_new` pushes requests that
+have no parent task (a crawl's start requests, ``engine.crawl`` calls) through the same filter and limits.
 """
 
 from __future__ import annotations
@@ -76,6 +83,7 @@ class Finished:
     marks: list[str] = field(default_factory=list)  # URLs to mark seen besides the task's (where a redirect ended)
     revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
     failure: str = ""  # why the task failed (messaging.counts.failure_reason), "" when its response was processed
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (fingerprint hex, reason) of untravelable requests
 
 
 @dataclass
@@ -133,12 +141,38 @@ class Committer:
         return crawl is not None and wants_importance(crawl.rule)
 
     def mark_seen(self, tasks: Sequence[Task]) -> None:
-        """Mark tasks' URLs in their crawls' dupefilter sets (start URLs, which no worker pushed)."""
+        """Mark tasks' URLs in their crawls' dupefilter sets (start URLs, which no worker pushed; one's own spider's
+        start requests were marked when they were pushed)."""
         by_namespace: dict[str, list[bytes]] = defaultdict(list)
         for task in tasks:
-            by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(url_fingerprint(task.url))
+            if not task.travels:
+                by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(url_fingerprint(task.url))
         for namespace, fingerprints in by_namespace.items():
             self.dupefilter.bloom(namespace).add_fingerprints(fingerprints)
+
+    def push_new(self, tasks: Sequence[Task]) -> int:
+        """Push tasks that have no parent (one's own spider's start requests, its ``engine.crawl`` calls): those new
+        to their crawl's filter (every one with ``dont_filter``), within the crawl's limits; returns how many were
+        new in ``seeds``."""
+        by_namespace: dict[str, list[Task]] = defaultdict(list)
+        new: list[Task] = []
+        for task in tasks:
+            if task.request.get("dont_filter"):
+                new.append(task)
+            else:
+                by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(task)
+        for namespace, group in by_namespace.items():
+            fingerprints = [fingerprint_of(task) for task in group]
+            fresh = self.dupefilter.bloom(namespace).add_fingerprints(list(dict.fromkeys(fingerprints)))
+            first = dict(zip(dict.fromkeys(fingerprints), fresh, strict=True))
+            for task, fp in zip(group, fingerprints, strict=True):
+                if first.pop(fp, False):  # new, and its first occurrence in the batch
+                    new.append(task)
+        return push_seeds(self.redis, self._within_limits(new, CommitResult())) if new else 0
+
+    def count_refused(self, crawlid: str, refused: Sequence[tuple[str, str]]) -> None:
+        """Requests without a parent task that could not travel, counted as failed pages of the crawl."""
+        self._count_pages_of({crawlid: [value for fp, reason in refused for value in (fp, 0, reason, "0")]})
 
     # --- steps ----------------------------------------------------------------------------------------------------
     def _journal(self, batch: Sequence[Finished], digests: dict[int, str], now: float) -> set[int]:
@@ -160,17 +194,22 @@ class Committer:
         """**Where dedup is asked of a page's links**: one batch per crawl's set, the pages' own URLs first; a child
         goes on when it is new (or its parent is re-delivered, or this process owes it: the module docstring)."""
         digests = digests or {}
+        new: list[Task] = []
         by_namespace: dict[str, list[tuple[bytes, Task | None, bool, str]]] = defaultdict(list)
         for finished in batch:
             task = finished.lease.task
             namespace = self.dupefilter.namespace({"crawlid": task.crawlid})
-            for url in [task.url, *finished.marks]:
+            if not task.request.get("dont_filter"):  # Scrapy never marks a request it need not filter
+                by_namespace[namespace].append((fingerprint_of(task), None, False, ""))
+            for url in finished.marks:
                 by_namespace[namespace].append((url_fingerprint(url), None, False, ""))
             forced = id(finished) in redelivered
             digest = digests.get(id(finished), "")
             for kid in finished.children:
-                by_namespace[namespace].append((url_fingerprint(kid.url), kid, forced, digest))
-        new: list[Task] = []
+                if kid.request.get("dont_filter"):  # never asked of the filter, as in Scrapy's scheduler
+                    new.append(kid)
+                    continue
+                by_namespace[namespace].append((fingerprint_of(kid), kid, forced, digest))
         for namespace, entries in by_namespace.items():
             unique = list(dict.fromkeys(fp for fp, _, _, _ in entries))
             fresh = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
@@ -252,7 +291,8 @@ class Committer:
         """Pages and items once per canonical URL (``spiders/worker/lua/count.lua``, one call per crawl), mirrored
         into ``crawl:<id>``. Before the acknowledgement: counting is idempotent per URL, so a crash or a lost lease
         after it makes the page's next processing a ``restored`` one, never a page counted twice or not at all."""
-        self._count_tasks([(f.lease.task, f.items, f.failure) for f in batch])
+        self._count_tasks([(f.lease.task, f.items, f.failure) for f in batch],
+                          [(f.lease.task, f.refused) for f in batch if f.refused])
 
     def count_unfetched(self, tasks: Sequence[Task], reason: str) -> None:
         """Tasks the politeness step dropped unfetched (``robots``: robots.txt disallows them; ``blacklisted``),
@@ -260,10 +300,17 @@ class Committer:
         so the crawl cannot end before they are counted."""
         self._count_tasks([(task, 0, reason) for task in tasks])
 
-    def _count_tasks(self, counted: Sequence[tuple[Task, int, str]]) -> None:
+    def _count_tasks(self, counted: Sequence[tuple[Task, int, str]],
+                     refused: Sequence[tuple[Task, Sequence[tuple[str, str]]]] = ()) -> None:
         args: dict[str, list[Any]] = defaultdict(list)
         for task, items, failure in counted:
-            args[task.crawlid] += [url_fingerprint(task.url).hex(), items, failure, "1" if task.depth == 0 else "0"]
+            start = "1" if task.depth == 0 and not task.travels else "0"  # one's own spider has many start requests
+            args[task.crawlid] += [fingerprint_of(task).hex(), items, failure, start]
+        for parent, requests in refused:  # requests that could not travel: failed pages, never fetched
+            args[parent.crawlid] += [value for fp, reason in requests for value in (fp, 0, reason, "0")]
+        self._count_pages_of(args)
+
+    def _count_pages_of(self, args: dict[str, list[Any]]) -> None:
         if not args:
             return
         # run_scripts: one pipeline on a plain Redis, one call per crawl on a cluster (a cluster pipeline cannot
@@ -304,6 +351,13 @@ def _importance_links(batch: Sequence[Finished], admitted: list[Task],
             links += [Link(crawlid, fingerprint, parent, len(fingerprints)) for fingerprint in fingerprints]
     new = [(url_fingerprint(task.url).hex(), task) for task in admitted if task.crawlid in important]
     return links, new
+
+
+def fingerprint_of(task: Task) -> bytes:
+    """What the crawl's Bloom filter and exact counts key a task by: one's own spider's request fingerprint (carried
+    in the task, ``fp``), else the canonical URL's."""
+    fp = task.request.get("fp") if task.request else None
+    return bytes.fromhex(fp) if fp else url_fingerprint(task.url)
 
 
 def _digest(member: str) -> str:

@@ -40,6 +40,19 @@ class CrawlInfo:
     cookie: dict[str, str] = field(default_factory=dict)
     state: str = ""  # "" when the crawl hash does not exist (expired, or never written)
     loaded_at: float = 0.0  # this process's monotonic clock
+    # a crawl of one's own Scrapy spider (issue 35): project, spider, its arguments and settings, pinned egg
+    project: str = ""
+    spider: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
+    sha256: str = ""
+    priority: int | None = None
+
+    @property
+    def own(self) -> bool:
+        """A crawl of one's own Scrapy spider (no rule)."""
+        return bool(self.spider)
 
     @property
     def exists(self) -> bool:
@@ -64,6 +77,13 @@ class CrawlInfo:
             cookie={str(k): str(v) for k, v in _json_object(text.get(CrawlFields.COOKIE), crawlid, "cookie").items()},
             state=text.get(CrawlFields.STATE, ""),
             loaded_at=loaded_at,
+            project=text.get(CrawlFields.PROJECT, ""),
+            spider=text.get(CrawlFields.SPIDER, ""),
+            args=_json_object(text.get(CrawlFields.ARGS), crawlid, "args"),
+            settings=_json_object(text.get(CrawlFields.SETTINGS), crawlid, "settings"),
+            version=text.get(CrawlFields.VERSION, ""),
+            sha256=text.get(CrawlFields.SHA256, ""),
+            priority=_int(text.get(CrawlFields.PRIORITY)),
         )
 
 
@@ -93,7 +113,7 @@ class CrawlCatalog:
         if wanted:
             # a crawl already known only has its state and limits read again: its rule does not change
             known = {crawlid: self._crawls[crawlid] for crawlid in wanted
-                     if crawlid in self._crawls and self._crawls[crawlid].rule}
+                     if crawlid in self._crawls and (self._crawls[crawlid].rule or self._crawls[crawlid].own)}
             pipe = self.redis.pipeline(transaction=False)
             for crawlid in wanted:
                 if crawlid in known:

@@ -5,7 +5,8 @@
 --
 -- KEYS[1] crawl:{<id>}:counted, KEYS[2] crawl:{<id>}:totals (messaging.keys).
 -- ARGV: (fingerprint, items stored, failure reason or '', '1' for the start URL)*.
--- A page's field holds what its first processing counted: its items, or 'f:<reason>' when it failed. A failed page
+-- A page's field holds what its first processing counted: its items, or 'f:<reason>' when it failed (the items an
+-- errback of one's own spider stored for it count all the same). A failed page
 -- that is processed again and works stops being a failure and counts its items then; a page stored with no items
 -- whose re-processing stored some counts them then (its first store of items).
 -- Reply: {pages, items, restored} added by this call (the caller mirrors them into crawl:<id>).
@@ -19,6 +20,7 @@ for i = 1, #ARGV, 4 do
     if reason ~= '' then
       redis.call('HSET', counted, fp, 'f:' .. reason)
       redis.call('HINCRBY', totals, 'failed:' .. reason, 1)
+      items = items + n  -- what an errback of one's own spider stored for the failed page (0 for a rule spider)
       if start then redis.call('HSET', totals, 'start', reason) end
     else
       redis.call('HSET', counted, fp, n)
