@@ -1,6 +1,9 @@
 """Deployed projects, as a scrapyd user meets them: ``scrapyd-deploy`` of an ordinary Scrapy project written here,
 its versions and spiders through scrapyd-client, jobs that run the version they were scheduled with, a deleted
 version, a second manager of the cluster loading the same egg, and eggs that must be refused with nothing stored.
+
+A deployed project's job is a fleet crawl (issue 35): its worker (one here, ``_workers=1``) runs the pinned egg, its
+``start()`` is the crawl's start, and the job is finished when its crawl is (a master declares it).
 """
 
 from __future__ import annotations
@@ -78,12 +81,15 @@ def stored(cf: Isolated) -> dict[str, int]:
 
 
 def schedule(manager: ManagerProcess, **params: str) -> dict[str, Any]:
-    answer: dict[str, Any] = manager.post("schedule.json", {"project": PROJECT, "spider": "probe", **params}).json()
+    answer: dict[str, Any] = manager.post("schedule.json", {"project": PROJECT, "spider": "probe", "_workers": "1",
+                                                            **params}).json()
     return answer
 
 
 def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Processes, tmp_path: Path) -> None:
-    manager = ManagerProcess(procs, cf.env, tmp_path / "m", CRAWLFLEET_MANAGER_MAX_PROC="1").start()
+    env = cf.with_env(CRAWLFLEET_FINISH_INTERVAL="0.5", CRAWLFLEET_DISPATCH_INTERVAL="0.2")
+    procs.crawlfleet("master", "--id", "m0", env=env, name="master")  # a crawl's end is the leading master's word
+    manager = ManagerProcess(procs, env, tmp_path / "m", CRAWLFLEET_MANAGER_MAX_PROC="1").start()
     root = version_of(tmp_path / "project", manager.url, "v1")
     assert deploy(root, "1.0") == {"node_name": f"node-{manager.port}", "status": "ok", "project": PROJECT,
                                    "version": "1.0", "spiders": 1}
@@ -116,6 +122,7 @@ def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Proces
     assert client.versions(PROJECT) == ["2.0"]
     with pytest.raises(ErrorResponse, match=r"version '1\.0' not found"):
         client.schedule(PROJECT, "probe", [("_version", "1.0")])
+    assert cf.redis().hget("crawl:p2", "version") == b"1.0"  # the crawl pins what every worker of it loads
     assert manager.get("listspiders.json", project=PROJECT, _version="1.0")["message"] == "version '1.0' not found"
     flags["p2"].touch()
     wait_log(manager, "p2", "late import of late-v1")
