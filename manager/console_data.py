@@ -5,6 +5,8 @@ Blocking reads (Redis, ZooKeeper, MongoDB, a TCP connect): the pages call these 
 
 from __future__ import annotations
 
+import json
+
 import socket
 from datetime import UTC, datetime
 from typing import Any
@@ -130,9 +132,10 @@ def crawl_view(manager: Any, crawlid: str, page: int, field: str | None = None) 
     cursor = collection.find({}, {"_id": 0}).sort("fetched_at", -1).skip((page - 1) * ITEMS_PER_PAGE) \
         .limit(ITEMS_PER_PAGE)
     items = [dict(doc) for doc in cursor]
+    workers, scrapy_stats = summed_scrapy_stats(redis, crawlid)
     return {
         "crawlid": crawlid, "record": raw, "row": row, "stored": stored, "statuses": statuses,
-        "waiting": waiting(manager, crawlid),
+        "waiting": waiting(manager, crawlid), "scrapy_workers": workers, "scrapy_stats": scrapy_stats,
         "reasons": reason_rows(redis, crawlid, raw.get(CrawlFields.STATE) == "stopped"),
         "progress": _cumulative(progress), "items": items, "item_page": page,
         "item_pages": max(1, -(-stored // ITEMS_PER_PAGE)), "columns": _columns(items),
@@ -143,6 +146,22 @@ def waiting(manager: Any, crawlid: str) -> list[dict[str, Any]]:
     """Why the crawl's tasks are not being fetched right now (:mod:`messaging.waits`), each with a line for people."""
     rates = zk_rates(manager.zk, SitePaths(manager.config.settings.zk_root))
     return [{**wait, "text": describe(wait)} for wait in crawl_waits(manager.redis, crawlid, rates)]
+
+
+def summed_scrapy_stats(redis: Any, crawlid: str) -> tuple[int, list[tuple[str, float]]]:
+    """A crawl of one's own spider: how many workers wrote their Scrapy stats, and each numeric stat summed over them
+    (``crawl:<id>:scrapystats``, written by each worker's metrics extension)."""
+    totals: dict[str, float] = {}
+    written = redis.hgetall(keys.crawl_scrapy_stats(crawlid)) or {}
+    for raw in written.values():
+        try:
+            stats = json.loads(raw)
+        except ValueError:
+            continue
+        for name, value in stats.items() if isinstance(stats, dict) else ():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                totals[name] = totals.get(name, 0) + value
+    return len(written), sorted((name, round(value, 3)) for name, value in totals.items())
 
 
 def reason_rows(redis: Any, crawlid: str, stopped: bool = False) -> list[dict[str, Any]]:
