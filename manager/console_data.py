@@ -6,7 +6,6 @@ Blocking reads (Redis, ZooKeeper, MongoDB, a TCP connect): the pages call these 
 from __future__ import annotations
 
 import json
-
 import socket
 from datetime import UTC, datetime
 from typing import Any

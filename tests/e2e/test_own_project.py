@@ -19,7 +19,6 @@ import json
 import os
 import signal
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -26,9 +26,9 @@ from deploy.procs import wait_for
 from messaging import keys
 from messaging.counts import read_counts
 from tests.plugins.fleet import Fleet
+from tests.plugins.services import Processes
 from tests.plugins.shop_project import canonical, plain_crawl, write_shop
 from tests.plugins.shop_site import ORDERS, ShopSite
-from tests.plugins.services import Processes
 
 pytestmark = pytest.mark.integration
 WAIT = 120

@@ -41,10 +41,10 @@ class ShopSite:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802  (http.server's names)
+            def do_GET(self) -> None:
                 site._answer(self, "GET")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 site._answer(self, "POST")
 
             def log_message(self, *args: Any) -> None:
@@ -120,7 +120,8 @@ class ShopSite:
 
     def _category(self, category: int, page: int) -> bytes:
         first = category * 100 + (page - 1) * PER_PAGE
-        links = "".join(f'<a class="product" href="/product/{n}">P{n}</a>' for n in range(first + 1, first + 1 + PER_PAGE))
+        links = "".join(f'<a class="product" href="/product/{n}">P{n}</a>'
+                        for n in range(first + 1, first + 1 + PER_PAGE))
         others = "".join(f'<a href="/category/{c}">Category {c}</a>' for c in range(1, CATEGORIES + 1))
         more = f'<a class="next" href="/category/{category}?page={page + 1}">Next</a>' if page < PAGES else ""
         return _page(f"Category {category}", links + others + more)
