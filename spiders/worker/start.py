@@ -29,7 +29,7 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import reactor, task, threads
+from twisted.internet import task, threads
 
 from frontier.lua import PENDING_LUA
 from messaging import keys
@@ -125,6 +125,8 @@ class StartOnce:
             if state == "mine":
                 return True
             logger.debug("crawl %s: %s turns its start requests into tasks; asking again", self.claim.crawlid, holder)
+            from twisted.internet import reactor  # installed by Scrapy by now (never at import: the asyncio one)
+
             await maybe_deferred_to_future(task.deferLater(reactor, ASK_AGAIN_SECONDS, lambda: None))
         return False
 

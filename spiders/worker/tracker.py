@@ -55,6 +55,7 @@ class InProgress:
     failure: str = ""  # why it failed (an HTTP error status, a download error), counted by reason
     refused: list[tuple[str, str]] = field(default_factory=list)  # requests that could not travel (fp, reason)
     places: dict[int, int] = field(default_factory=dict)  # id(item) -> its place in the page's output
+    given: set[int] = field(default_factory=set)  # places of items keyed for the store already
 
 
 class TaskTracker:
@@ -120,15 +121,17 @@ class TaskTracker:
 
     def item_key(self, response: Any, item: Any) -> str | None:
         """What the fleet's store keys an item by: its task's request fingerprint and its place in the page's output
-        (an item a pipeline replaced by another object takes the next place nobody took). ``None``: no task."""
+        (an item a pipeline replaced by another object takes the first place nobody has or will have). ``None``: no
+        task."""
         progress = self._progress(response)
         if progress is None:
             return None
-        place = progress.places.pop(id(item), None)
-        if place is None:
-            taken = set(progress.places.values())
-            place = next(n for n in range(progress.items + len(taken) + 1) if n not in taken)
-            progress.places[-1 - place] = place  # taken now (a key no id() has)
+        place = progress.places.get(id(item))
+        if place is None or place in progress.given:
+            reserved = set(progress.places.values())
+            place = next(n for n in range(progress.items + len(progress.given) + 1)
+                         if n not in progress.given and n not in reserved)
+        progress.given.add(place)
         fp = progress.task.request.get("fp") or progress.lease.member
         return f"{fp}:{place}"
 

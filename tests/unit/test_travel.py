@@ -133,3 +133,36 @@ def test_a_request_priority_orders_its_site_queue_before_the_crawl_priority_and_
     assert queue_score(100, 0, order=1) < queue_score(100, 0) < queue_score(100, 0, order=-1)
     assert queue_score(255, 5, order=0) < queue_score(0, 0, order=0)  # rule tasks: as before
     assert queue_score(100, 1, order=10**12) == queue_score(100, 1, order=2**30)  # bounded: an exact double
+
+
+def test_an_items_key_is_its_pages_fingerprint_and_its_place_whatever_the_pipelines_did() -> None:
+    """The fleet's store keys one's own spider's items by (request fingerprint, place in the page's output), so a page
+    processed again after a crash writes the same documents: by the item's identity, and for an item a pipeline
+    replaced by another object, the first place no item has or will have."""
+    from types import SimpleNamespace
+
+    from spiders.worker.tracker import InProgress, TaskTracker
+
+    tracker = TaskTracker(None, None, lambda url: True, lambda finished: None)  # type: ignore[arg-type]
+    task = Task("http://shop.test/", "c1", "shop.shop", request={"fp": "ab"})
+    tracker.tasks["m"] = InProgress(SimpleNamespace(member="m"), task)  # type: ignore[arg-type]
+    response = SimpleNamespace(meta={"task_member": "m"})
+    first, second, third = {"n": 1}, {"n": 2}, {"n": 3}
+    for item in (first, second, third):
+        tracker.item_produced(response, item)
+    assert tracker.item_key(response, third) == "ab:2"
+    assert tracker.item_key(response, {"n": 1, "cleaned": True}) == "ab:3"  # a new object: no place of the others
+    assert tracker.item_key(response, first) == "ab:0" and tracker.item_key(response, second) == "ab:1"
+    assert tracker.item_key(SimpleNamespace(meta={}), first) is None  # not from a task (start() items)
+
+
+def test_the_workers_modules_install_no_reactor_when_imported() -> None:
+    """Scrapy installs the asyncio reactor after the worker's modules are imported (``crawlfleet worker`` imports the
+    scheduler first): a module that imported ``twisted.internet.reactor`` at its top would install epoll's."""
+    import subprocess
+    import sys
+
+    modules = ("spiders.worker.scheduler", "spiders.addon", "spiders.middlewares.cookies",
+               "spiders.pipelines.own_items", "spiders.worker.start")
+    code = f"import sys, {', '.join(modules)}; sys.exit('twisted.internet.reactor' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
