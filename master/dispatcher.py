@@ -16,8 +16,9 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
    type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A
    worker of one's own Scrapy spider serves one crawl (its spider's arguments, settings and egg version are the
    crawl's): it registers the crawl id with its type, and the tasks of that crawl go only to such workers (a *pool*:
-   :func:`pool_of`); a rule spider's workers (no crawl) serve every crawl of their type. A domain holds at most its quota of the workers' queues, a few minutes of its own hits (``master.shares``): its
-   other tasks wait in ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a
+   :func:`pool_of`); a rule spider's workers (no crawl) serve every crawl of their type. A domain holds at most
+   its quota of the workers' queues, a few minutes of its own hits (``master.shares``): its other tasks wait in
+   ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a
    spider type without a live worker (or without room) are skipped and wait in ``seeds``: they never block the
    other types. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that cannot be
    placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
