@@ -7,7 +7,11 @@ a canonical URL counts the page and the items it stored; every later one (a re-f
 by reason, and ``start_failure`` when it was the crawl's start URL (a start URL answering 404 ends the crawl with 0
 items; this says why). Pages left out on purpose count the same way, with reason ``robots`` (robots.txt disallows
 the task: it is dropped unfetched), ``blacklisted`` (the domain's queue was dropped) or ``noindex`` (the page's
-robots directives: its items are not stored). The ``crawl_finished`` event and the info answer read them here.
+robots directives: its items are not stored). A request one's own Scrapy spider yielded that cannot travel to
+another worker (``spiders.travel``: a lambda callback, non-JSON meta, too large) is a failed page too, never fetched,
+with reason ``untravelable: <what>`` (``callback``, ``errback``, ``meta``, ``cb_kwargs``, ``cookies``, ``class``,
+``size`` …); the items an errback of such a spider stored for a failed page count as its items. The
+``crawl_finished`` event and the info answer read them here.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ START_FAILURE = "start"
 # (dropped by the politeness step), the domain is blacklisted (its queue dropped), the page's robots directives
 # say noindex (its items are not stored)
 ROBOTS, BLACKLISTED, NOINDEX = "robots", "blacklisted", "noindex"
+UNTRAVELABLE = "untravelable"  # the prefix of a refused request's reason: "untravelable: <what>" (spiders.travel)
 
 @dataclass
 class CrawlCounts:

@@ -40,6 +40,8 @@ from typing import Any
 from scrapy import Request
 from scrapy.utils.misc import load_object
 
+from messaging.counts import UNTRAVELABLE
+
 FINGERPRINT_BYTES = 16  # what the Bloom filter hashes (frontier.bloom): the fingerprinter's first 16 bytes
 # meta keys that belong to one download or to the fleet's bookkeeping, never to the request that travels
 LOCAL_META = frozenset({
@@ -62,7 +64,7 @@ class CannotTravel(ValueError):
     @property
     def reason(self) -> str:
         """The crawl's failure reason (``messaging.counts``): few distinct values, no URLs."""
-        return f"untravelable: {self.what}"
+        return f"{UNTRAVELABLE}: {self.what}"
 
 
 @dataclass(frozen=True)

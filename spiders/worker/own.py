@@ -10,7 +10,8 @@ egg version it runs are the crawl's. So:
 - **its crawl** (:func:`join_crawl`) is CRAWLFLEET_CRAWL (the manager's job id; a crawl that does not exist yet is
   begun with this worker's spider), else the running crawl of its spider type (``spidercrawl:<type>``), begun by
   the first worker when none runs — so ``scrapy crawl S`` on many hosts joins one crawl, as scrapy-redis's workers
-  share one queue. A crawl of another spider, or one that has ended, is refused with the reason. The worker
+  share one queue. A crawl of another spider is refused with the reason; one that has ended closes the spider at
+  once (``CloseSpider``: reason ``finished`` or ``cancelled``, exit status 0), as a worker that came late. The worker
   registers the crawl id with its type, and the dispatcher sends that crawl's tasks to its workers only
   (``master.dispatcher.pool_of``);
 - **its requests are tasks** (:class:`Traveller`: :func:`spiders.travel.pack` and ``unpack``, the project's request
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from scrapy import Request
+from scrapy.exceptions import CloseSpider
 
 from messaging import clients, keys
 from messaging.clients import as_text
@@ -94,6 +96,9 @@ def join_crawl(redis: Any, catalog: CrawlCatalog, settings: Settings, spider_typ
     if crawl.spider_type != spider_type:
         raise CrawlRefused(f"crawl {crawlid!r} is a crawl of {crawl.spider_type or 'no spider'!r}, not of "
                            f"{spider_type!r}: a worker serves its own spider's crawls only")
+    if crawl.state in (CrawlState.FINISHED, CrawlState.STOPPED):  # joined late: the spider closes as done
+        logger.info("crawl %s is %s: nothing to do", crawlid, crawl.state)
+        raise CloseSpider("finished" if crawl.state == CrawlState.FINISHED else "cancelled")
     if not crawl.running:
         raise CrawlRefused(f"crawl {crawlid!r} is {crawl.state or 'unknown'}: nothing to do")
     return crawl

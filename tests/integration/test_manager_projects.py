@@ -18,6 +18,7 @@ from scrapyd_client.exceptions import ErrorResponse
 from scrapyd_client.pyclient import ScrapydClient
 
 from deploy.procs import wait_for
+from messaging import keys
 from tests.integration.test_manager_api import JOB_TIMEOUT, ManagerProcess
 from tests.plugins.scrapy_project import build_egg, deploy, scrapyd_deploy, write_project
 from tests.plugins.services import Isolated, Processes
@@ -134,12 +135,21 @@ def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Proces
         manager, "probe", "p4")
 
     # another manager of the cluster (its own host cache) sees the project and loads the egg from MongoDB
-    other = ManagerProcess(procs, cf.env, tmp_path / "other").start()
+    other = ManagerProcess(procs, env, tmp_path / "other").start()
     assert ScrapydClient(other.url).projects() == ["crawlfleet", PROJECT]
     assert ScrapydClient(other.url).spiders(PROJECT) == ["other", "probe"]
     cached = list((tmp_path / "other" / "eggs" / PROJECT).glob("2_0-*.egg"))
     info = cf.mongo()["_eggs.versions"].find_one({"project": PROJECT, "version": "2.0"})
     assert [p.name for p in cached] == [f"2_0-{info['sha256']}.egg"]
+
+    # a crawl's workers on both hosts: the second through the other manager's schedule.json, with the crawl's pin
+    wait_for(lambda: cf.redis().zcard(keys.MANAGERS) == 2, 30, "both managers in the registry")
+    assert schedule(manager, jobid="p5", _workers="2", _hosts="*")["status"] == "ok"
+    manager.wait_state("p5", "finished")
+    other.wait_state("p5.2", "finished")
+    assert other.finished("p5.2")["exit_status"] == 0 and manager.finished("p5")["exit_status"] == 0
+    assert "serving crawl p5 of fleettest.probe" in (tmp_path / "other" / "logs" / PROJECT / "probe" /
+                                                     "p5.2.log").read_text()
 
     assert manager.post("delproject.json", {"project": PROJECT}).json()["status"] == "ok"
     assert client.projects() == ["crawlfleet"] and client.versions(PROJECT) == []
