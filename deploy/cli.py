@@ -18,6 +18,7 @@ from deploy.cli_demo import demo
 from deploy.cli_demoweb import demoweb
 from deploy.cli_errors import FriendlyGroup
 from deploy.cli_export import export
+from deploy.cli_failures import COMMANDS as FAILURE_COMMANDS
 from deploy.cli_manager import manager
 from deploy.cli_master import master
 from deploy.cli_messaging import COMMANDS as MESSAGING_COMMANDS
@@ -48,6 +49,8 @@ main.add_command(worker)
 main.add_command(manager)
 main.add_command(proxies)
 main.add_command(export)
+for command in FAILURE_COMMANDS:
+    main.add_command(command)
 main.add_command(cli_fleet.up)
 main.add_command(cli_fleet.down)
 main.add_command(cli_fleet.fleet)

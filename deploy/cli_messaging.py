@@ -1,4 +1,5 @@
-"""``crawlfleet kafka-monitor | redis-monitor | submit | info | stats | site | stop``: the messaging commands.
+"""``crawlfleet kafka-monitor | redis-monitor | submit | info | stats | site | stop``: the messaging commands
+(``pause`` and ``resume``: :mod:`deploy.cli_pause`).
 
 The request commands validate locally with the same schemas as the Kafka monitor (an immediate reason for a bad
 request), send to the incoming topic and, when they expect an answer, read the outbound topic from the end offsets
@@ -61,7 +62,7 @@ def kafka_monitor() -> None:
 
 @click.command("redis-monitor")
 def redis_monitor() -> None:
-    """Answer info, stats, site-config and stop requests on crawlfleet.outbound (run several)."""
+    """Answer info, stats, site-config, stop, pause and resume requests on crawlfleet.outbound (run several)."""
     from messaging.redis_monitor.monitor import run
 
     settings = load()
@@ -131,7 +132,8 @@ def _unknown(result: dict[str, Any]) -> bool:
 def _render_info(result: dict[str, Any]) -> None:
     console.print(f"crawl [bold]{result['crawlid']}[/] ({result.get('spider_type') or '?'}, "
                   f"{result.get('state') or 'unknown'}), owner {result.get('owner') or '?'}")
-    console.print(f"pending {result['pending']}  queued {result['queued']}  leased {result['leased']}  "
+    parked = f"  parked {result['parked']}" if result.get("parked") or result.get("paused") else ""
+    console.print(f"pending {result['pending']}  queued {result['queued']}  leased {result['leased']}{parked}  "
                   f"domains {result['total_domains']}  pages {result['pages']}  items {result['items']} "
                   f"(MongoDB: {result.get('items_in_mongodb')})  enqueued {result['enqueued']}")
     if result["domains"]:

@@ -21,6 +21,7 @@ from messaging.settings import Settings
 from messaging.validation import CRAWL
 
 READ_ONLY = ("info", "stats")
+STATE_AFTER = {"stop": "stopped", "pause": "paused", "resume": "running"}  # the crawl's state once carried out
 SITE_RETRY_NOTE = "a Redis monitor retries a site change for up to a minute while ZooKeeper is away"
 
 
@@ -30,8 +31,8 @@ def how_to_check(kind: str, request: dict[str, Any]) -> str:
     if kind == "site":
         return (f"it takes effect when a Redis monitor applies it: check with `crawlfleet site show "
                 f"{request.get('domain')}`")
-    if kind == "stop":
-        return f"check with `crawlfleet info {request.get('crawlid')}` (state: stopped)"
+    if kind in STATE_AFTER:
+        return f"check with `crawlfleet info {request.get('crawlid')}` (state: {STATE_AFTER[kind]})"
     return f"check with `crawlfleet info {request.get('crawlid')}`"
 
 

@@ -7,6 +7,10 @@ also publishes ``<domain> <microseconds left>`` on :data:`messaging.keys.BLOCKS_
 :class:`BlockListener`, a thread subscribed to that channel, which hands every block to the worker (its scheduler
 holds the domain's requests until the block ends).
 
+The same thread, on the same connection, hears the crawls' state changes (``crawls:states``: a crawl paused,
+resumed or stopped, :mod:`messaging.pause`) when given ``on_crawl_state``, so that a worker hands back a paused
+crawl's tasks within milliseconds.
+
 Pub/sub delivers at most once: a listener that was disconnected when a block was published misses it. It then
 only loses the early warning — the reservations of the requests it holds are no earlier than the block's end when
 they are renewed, and new ones are refused — and it logs the outage once (:class:`messaging.outage.OutageLog`).
@@ -23,6 +27,7 @@ from typing import Any
 from messaging import keys
 from messaging.clients import RedisClient, as_text
 from messaging.outage import OutageLog
+from messaging.pause import parse_state_message
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +56,11 @@ class BlockListener:
     Scrapy worker passes it through ``reactor.callFromThread``)."""
 
     def __init__(self, redis: RedisClient, on_block: Callable[[str, float], None], *,
-                 clock: Callable[[], float] = time.monotonic, name: str = "blocks") -> None:
+                 clock: Callable[[], float] = time.monotonic, name: str = "blocks",
+                 on_crawl_state: Callable[[str, str], None] | None = None) -> None:
         self.redis = redis
         self.on_block = on_block
+        self.on_crawl_state = on_crawl_state  # (crawlid, state) of each crawls:states message, on this thread
         self.clock = clock
         self.received = 0  # blocks handed on (for tests and stats)
         self.subscribed = threading.Event()  # set while subscribed (tests wait for it before publishing)
@@ -85,13 +92,18 @@ class BlockListener:
         client: Any = self.redis  # redis-py's pubsub() is not annotated
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
-            pubsub.subscribe(keys.BLOCKS_CHANNEL)
+            channels = [keys.BLOCKS_CHANNEL] + ([keys.CRAWL_STATES_CHANNEL] if self.on_crawl_state else [])
+            pubsub.subscribe(*channels)
             while not self._stop.is_set():
                 message = pubsub.get_message(timeout=POLL_SECONDS)
                 if not self.subscribed.is_set() and pubsub.subscribed:
                     self.subscribed.set()
                     self._outage.ok()
-                if message is not None and message.get("type") == "message":
+                if message is None or message.get("type") != "message":
+                    continue
+                if as_text(message.get("channel") or b"") == keys.CRAWL_STATES_CHANNEL:
+                    self._crawl_state(message["data"])
+                else:
                     self._hand_on(message["data"])
         finally:
             pubsub.close()
@@ -106,3 +118,12 @@ class BlockListener:
             self.on_block(domain, self.clock() + left)
         except Exception:  # the worker's handler must not end the listener
             logger.exception("handling the block of %s failed", domain)
+
+    def _crawl_state(self, data: bytes | str) -> None:
+        change = parse_state_message(data)
+        if change is None or self.on_crawl_state is None:
+            return
+        try:
+            self.on_crawl_state(*change)
+        except Exception:  # the worker's handler must not end the listener
+            logger.exception("handling the state change of crawl %s failed", change[0])

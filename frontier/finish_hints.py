@@ -1,6 +1,6 @@
 """The finisher's change log: which crawls' pending counts of which domains changed (``finish:{seeds}:touched``).
 
-A crawl's tasks in worker queues are counted per domain slot (``pending:{<domain>}``, :mod:`frontier.lua` pending.lua)
+A crawl's tasks in worker queues are counted per domain slot (``pending:{<domain>}``, ``messaging/lua/pending.lua``)
 so that each count changes atomically with the tasks it stands for, also on a Redis Cluster. The master's finisher
 (``master.finisher``) must know when all of a crawl's counts are zero; reading every domain of the crawl on every check
 cost O(domains) per check (17 reads per page at 5,000 hosts). Instead, whoever changes a count also names the

@@ -4,7 +4,9 @@
   to Kafka; the answer is the Kafka monitor's (``accepted``/``duplicate``, HTTP 202/200) or the reason it is not
   (``rejected``, 400, with the JSON path). ``?check=1`` validates without sending (the *Submit* page's check).
 - ``GET /api/crawls``: the latest crawls and their progress; ``GET /api/crawls/<crawlid>``: one crawl's info (the
-  Redis monitor's info answer, computed here); ``POST /api/crawls/<crawlid>/stop``: a stop request through Kafka.
+  Redis monitor's info answer, computed here); ``POST /api/crawls/<crawlid>/stop``, ``…/pause``, ``…/resume``: a
+  stop, pause or resume request through Kafka, answered by a Redis monitor; ``GET …/failures`` and ``POST …/retry``:
+  its failed URLs and their re-run (:mod:`manager.failures`).
 - ``POST /api/sites/<domain>``: ``{"action": "rate"|"rate-remove"|"blacklist"|"blacklist-remove", "rate", "window",
   "burst", "adaptive"}`` through Kafka, answered by the Redis monitor's ZooKeeper plugin (the answer's ``effective``
   has the rate workers apply and the ``spacing`` of its hits).
@@ -21,6 +23,7 @@ from twisted.web import http, resource, server
 from manager import charts, fleet
 from manager.console import LogApi
 from manager.export import CrawlExport
+from manager.failures import CrawlFailures, RetryFailures
 from manager.gateway import UNCONFIRMED
 from manager.schedules import ScheduleApi
 from manager.webservice import ApiError, JsonResource, read_json, write_json
@@ -93,14 +96,17 @@ class CrawlInfo(JsonResource):
         return self.manager.in_thread(info)
 
 
-class StopCrawl(AnswerResource):
-    def __init__(self, manager: Any, crawlid: str) -> None:
+class CrawlAction(AnswerResource):
+    """``POST /api/crawls/<crawlid>/<action>``: stop, pause or resume, through Kafka."""
+
+    def __init__(self, manager: Any, crawlid: str, action: str) -> None:
         super().__init__(manager)
         self.crawlid = crawlid
+        self.action = action
 
     def render_POST(self, request: Any) -> Any:
         userid = arg_user(request)
-        return self.ask(request, {"action": "stop", "userid": userid, "crawlid": self.crawlid}, "stop")
+        return self.ask(request, {"action": self.action, "userid": userid, "crawlid": self.crawlid}, self.action)
 
 
 def arg_user(request: Any) -> str:
@@ -109,8 +115,9 @@ def arg_user(request: Any) -> str:
 
 
 class Crawls(resource.Resource):
-    """``/api/crawls`` (list), ``/api/crawls/<crawlid>`` (info), ``/api/crawls/<crawlid>/stop`` and
-    ``/api/crawls/<crawlid>/export?format=jsonl|csv`` (:mod:`manager.export`)."""
+    """``/api/crawls`` (list), ``/api/crawls/<crawlid>`` (info), ``/api/crawls/<crawlid>/stop|pause|resume``,
+    ``/api/crawls/<crawlid>/export?format=jsonl|csv`` (:mod:`manager.export`), ``…/failures`` and ``…/retry``
+    (:mod:`manager.failures`)."""
 
     def __init__(self, manager: Any) -> None:
         super().__init__()
@@ -126,9 +133,15 @@ class Crawls(resource.Resource):
     def getChild(self, path: bytes, request: Any) -> Any:
         crawlid = path.decode("utf-8", "replace")
         rest = request.postpath
-        if rest == [b"stop"]:
+        if rest in ([b"stop"], [b"pause"], [b"resume"]):
             request.postpath = []
-            return StopCrawl(self.manager, crawlid)
+            return CrawlAction(self.manager, crawlid, rest[0].decode())
+        if rest == [b"failures"]:
+            request.postpath = []
+            return CrawlFailures(self.manager, crawlid)
+        if rest == [b"retry"]:
+            request.postpath = []
+            return RetryFailures(self.manager, crawlid)
         if rest == [b"export"]:
             request.postpath = []
             return CrawlExport(self.manager, crawlid)

@@ -84,9 +84,9 @@ def fleet_context(manager: Any) -> Any:
     return manager.in_thread(console_data.fleet_view, manager)
 
 
-def crawl_context(manager: Any, crawlid: str, page: int, item: int | None) -> Any:
+def crawl_context(manager: Any, crawlid: str, page: int, item: int | None, reasons: list[str] | None = None) -> Any:
     def read() -> dict[str, Any]:
-        data = console_data.crawl_view(manager, crawlid, page)
+        data = console_data.crawl_view(manager, crawlid, page, reasons)
         data["item"] = data["items"][item] if item is not None and 0 <= item < len(data["items"]) else None
         data["item_index"] = item
         return data

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from frontier.metrics import masters
 from frontier.registry import WorkerRegistry
 from manager import fleet
+from manager.failures import failures_view
 from manager.registry import ManagerRegistry
 from messaging import keys
 from messaging.clients import as_text
@@ -110,9 +111,10 @@ def _no_credentials(uri: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
-def crawl_view(manager: Any, crawlid: str, page: int, field: str | None = None) -> dict[str, Any]:
+def crawl_view(manager: Any, crawlid: str, page: int, reasons: list[str] | None = None) -> dict[str, Any]:
     """One crawl: its record, its place in the queues, its items' HTTP statuses, progress by minute, a page of its
-    items (or one item's every field). :class:`NoSuchCrawl` when neither Redis nor MongoDB knows the id."""
+    items, its failed URLs (of ``reasons``, or all: :func:`manager.failures.failures_view`). :class:`NoSuchCrawl`
+    when neither Redis nor MongoDB knows the id."""
     redis = manager.redis
     raw = {as_text(k): as_text(v) for k, v in redis.hgetall(keys.crawl(crawlid)).items()}
     database = manager.mongo_db()
@@ -138,6 +140,8 @@ def crawl_view(manager: Any, crawlid: str, page: int, field: str | None = None) 
         "reasons": reason_rows(redis, crawlid, raw.get(CrawlFields.STATE) == "stopped"),
         "progress": _cumulative(progress), "items": items, "item_page": page,
         "item_pages": max(1, -(-stored // ITEMS_PER_PAGE)), "columns": _columns(items),
+        "failures": failures_view(manager, crawlid, reasons or []),
+        "paused_since": _float(raw.get(CrawlFields.PAUSED)), "retries": _int(raw.get(CrawlFields.RETRIES)) or 0,
     }
 
 
@@ -187,6 +191,7 @@ def reason_rows(redis: Any, crawlid: str, stopped: bool = False) -> list[dict[st
     if counts.start_failure:
         rows.append(_reason_row("start URL failed", counts.start_failure, 1))
     rows += [_reason_row("restored", "pages processed again after a fault (counted once)", counts.restored),
+             _reason_row("retried", "pages processed again by a retry of the failed URLs", counts.retried),
              _reason_row("dead letters", "tasks that could not be placed",
                          int(redis.hget(keys.DEAD_LETTER_COUNTS, crawlid) or 0)),
              _reason_row("stopped", "stopped by an operator", int(stopped))]

@@ -30,8 +30,7 @@ class BatchProducer:
     read in a thread from ``documents`` (an iterator of batches) and turned into bytes by ``render``; closes the
     iterator and the MongoDB ``client`` at the end, or when the client goes away."""
 
-    def __init__(self, request: Any, client: Any, documents: Iterator[list[dict[str, Any]]],
-                 render: Callable[[list[dict[str, Any]]], bytes]) -> None:
+    def __init__(self, request: Any, client: Any, documents: Iterator[Any], render: Callable[[Any], bytes]) -> None:
         self.request = request
         self.client = client
         self.render = render

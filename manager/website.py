@@ -29,6 +29,8 @@ from manager import console, console_data, fleet
 from manager.api import api_root
 from manager.channel import Limits, ManagerChannel, ManagerRequest
 from manager.console_pages import FleetPage, LogViewPage, NotFoundPage, SitesPage
+from manager.failures import reasons_of
+from manager.failures import retry as retry_failures
 from manager.fleet_crawls import forward_schedule
 from manager.gateway import UNCONFIRMED
 from manager.items import Items
@@ -161,7 +163,7 @@ class CrawlsPage(Page):
             item = int(_form(request, "item")) if _form(request, "item") else None
         except ValueError:
             page, item = 1, None
-        d = console.crawl_context(self.manager, crawlid, page, item)
+        d = console.crawl_context(self.manager, crawlid, page, item, reasons_of(request))
         d.addCallback(lambda data: self._write(request, data, http.OK, "crawl.html"))
         d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write(
             request, {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND, "notfound.html"))
@@ -187,14 +189,36 @@ class CrawlsPage(Page):
         return m.in_thread(read)
 
     def post(self, request: Any) -> Any:
+        """A crawl's buttons: stop, pause and resume (through Kafka), retry its failed URLs (of a reason, or all)."""
         crawlid = _form(request, "crawlid")
+        action = _form(request, "action") or "stop"
         back = f"/crawls/{urllib.parse.quote(crawlid, safe='')}" if _form(request, "back") == "crawl" else "/crawls"
-        message = {"action": "stop", "userid": "manager", "crawlid": crawlid}
-        d = self.manager.in_thread(self.manager.gateway.ask, message, "stop")
-        d.addCallback(lambda a: self.redirect(request, back, f"stop {crawlid}: {a.get('status')} "
+        if action == "retry":
+            return self._retry(request, crawlid, back)
+        if action not in ("stop", "pause", "resume"):
+            return self.redirect(request, back, f"unknown action {action!r}", "error")
+        message = {"action": action, "userid": "manager", "crawlid": crawlid}
+        d = self.manager.in_thread(self.manager.gateway.ask, message, action)
+        d.addCallback(lambda a: self.redirect(request, back, f"{action} {crawlid}: {a.get('status')} "
                                               f"{a.get('reason') or ''}".strip(),
                                               {"ok": "ok", UNCONFIRMED: "info"}.get(a.get("status"), "error")))
-        d.addErrback(lambda f: self.redirect(request, back, f"stop {crawlid} failed: {f.getErrorMessage()}",
+        d.addErrback(lambda f: self.redirect(request, back, f"{action} {crawlid} failed: {f.getErrorMessage()}",
+                                             "error"))
+        return server.NOT_DONE_YET
+
+    def _retry(self, request: Any, crawlid: str, back: str) -> Any:
+        reasons = reasons_of(request)
+        def done(result: dict[str, Any]) -> Any:
+            if not result["submitted"]:
+                return self.redirect(request, back, f"nothing to retry in {crawlid}" + (
+                    f" ({result['skipped']} re-submitted already, not processed yet)" if result["skipped"] else ""))
+            again = "; the finished crawl runs again" if result["reopened"] else ""
+            return self.redirect(request, back, f"retry {result['retry']} of {crawlid}: {result['submitted']} failed "
+                                 f"URLs re-submitted{again}")
+
+        d = self.manager.in_thread(retry_failures, self.manager, crawlid, reasons)
+        d.addCallback(done)
+        d.addErrback(lambda f: self.redirect(request, back, f"retry of {crawlid} refused: {f.getErrorMessage()}",
                                              "error"))
         return server.NOT_DONE_YET
 

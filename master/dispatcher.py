@@ -16,12 +16,14 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
    type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A
    worker of one's own Scrapy spider serves one crawl (its spider's arguments, settings and egg version are the
    crawl's): it registers the crawl id with its type, and the tasks of that crawl go only to such workers (a *pool*:
-   :func:`pool_of`); a rule spider's workers (no crawl) serve every crawl of their type. A domain holds at most
-   its quota of the workers' queues, a few minutes of its own hits (``master.shares``): its other tasks wait in
-   ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a
-   spider type without a live worker (or without room) are skipped and wait in ``seeds``: they never block the
-   other types. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that cannot be
-   placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
+   :func:`pool_of`); a rule spider's workers (no crawl) serve every crawl of their type. A domain holds at most its
+   quota of the workers' queues, a few minutes of its own hits (``master.shares``): its other tasks wait in
+   ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a spider type without a
+   live worker (or without room) are skipped and wait in ``seeds``: they never block the other types. Tasks of a
+   paused crawl (``crawls:{seeds}:paused``, read once per round) take no room and no budget: they are parked out of
+   ``seeds`` (:func:`messaging.pause.park_in_seeds`, one call that checks the crawl is still paused), so the crawls
+   behind them go on. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that
+   cannot be placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
    (``master.waits.SkipMark``), and why each crawl's tasks wait is published for the info answer and the crawl page
    (``master.waits.WaitBoard``).
 4. **Move**, in batches of CRAWLFLEET_DISPATCH_BATCH: ``master.staging`` (stage in the ``seeds`` slot under the
@@ -64,6 +66,7 @@ from messaging import keys
 from messaging.answers import dead_letter_record
 from messaging.clients import as_text
 from messaging.domains import host_problem
+from messaging.pause import park_in_seeds, paused_crawls
 from messaging.settings import SETTINGS, Settings
 
 logger = logging.getLogger(__name__)
@@ -112,6 +115,7 @@ class RoundResult:
     placed: dict[str, int] = field(default_factory=dict)  # job -> tasks put into its queues
     scanned: int = 0
     dead: int = 0  # tasks that could not be placed, moved to the dead letters
+    parked: int = 0  # tasks of paused crawls parked out of seeds (messaging.pause)
     budget: dict[str, int] = field(default_factory=dict)  # spider type -> tasks it could take this round
 
     @property
@@ -262,16 +266,19 @@ class Dispatcher:
         run = LeadingRun(mark)
         picks: list[Pick] = []
         recheck: set[str] = set()  # full domains whose count is stale: read at the end of the round
+        paused = paused_crawls(self.redis)
         chunk = max(500, min(self.config.scan, 2 * self.config.batch))
         offset = 0
         while result.scanned < self.config.scan and any(budgets.values()):
-            # moved and dead-lettered tasks left seeds: the entries after them shifted down by as many places
+            # moved, dead-lettered and parked tasks left seeds: the entries after them shifted down as many places
+            gone = result.total + result.dead + result.parked
             entries = self.redis.zrangebyscore(keys.SEEDS, mark.start() if mark else "-inf", "+inf",
-                                               start=offset - result.total - result.dead, num=chunk, withscores=True)
+                                               start=offset - gone, num=chunk, withscores=True)
             if not entries:
                 break
             offset += len(entries)
             letters: list[DeadLetter] = []
+            to_park: list[tuple[str, str]] = []
             for raw, score in entries:
                 if not any(budgets.values()):
                     break  # the rest is read again by the next round
@@ -281,6 +288,9 @@ class Dispatcher:
                     letters.append(entry.letter)
                     continue
                 task, spider_type, domain = entry.task, entry.task["spider_type"], entry.domain
+                if task["crawlid"] in paused:
+                    to_park.append((task["crawlid"], entry.member))
+                    continue
                 pool = entry.pool
                 if pool not in live_types:
                     run.passed(entry.score, task["crawlid"], self.board.note(task["crawlid"], NO_WORKER, spider_type))
@@ -308,6 +318,7 @@ class Dispatcher:
                     self._move(picks, now, result)
                     picks = []
             self._dead_letter(letters, result)
+            result.parked += park_in_seeds(self.redis, to_park) if to_park else 0
             if len(entries) < chunk:
                 break
         if picks:

@@ -42,7 +42,8 @@ produced to the outbound topic, acknowledged, and then marked sent; only then do
 On the topic it is once (``messaging.delivery``, keyed by its ``event_id``): a send that times out is waited for by
 the next check, not made again (a Kafka pause across a crawl's end once put it there twice), and a master that dies
 between producing and marking leaves a note from which the next leader reads the partition before it sends. Stopped
-crawls and crawls without a ``crawl:<id>`` hash are never declared finished. The crawl's keys then expire after
+crawls, paused crawls (their tasks wait parked, still counted: ``messaging.pause``) and crawls without a
+``crawl:<id>`` hash are never declared finished. The crawl's keys then expire after
 CRAWLFLEET_CRAWL_TTL, and so do the keys of its own Bloom filter (``frontier.bloom.crawl_namespace``), whose TTL
 otherwise only slides with activity.
 """
@@ -71,7 +72,7 @@ from messaging.tasks import CrawlFields, CrawlState
 logger = logging.getLogger(__name__)
 
 EVENT = "crawl_finished"
-EVENT_FIELD = "finish_event"  # crawl hash field: pending | sent
+EVENT_FIELD = CrawlFields.FINISH_EVENT  # crawl hash field: pending | sent
 CHECK_BATCH = 200  # candidates looked at per check
 SCAN_COUNT = 5000  # ZSCAN COUNT of the verification sweep
 SCAN_BUDGET = 20_000  # entries of seeds one check reads at most
@@ -281,18 +282,22 @@ class Finisher:
 
     def _event(self, crawlid: str, now: float) -> dict[str, Any]:
         """The event: who, how long, and the exact counts (:mod:`messaging.counts`: pages and items once per
-        canonical URL, ``restored`` re-processings, ``failures`` by reason, ``start_failure``). ``event_id`` (the
-        crawl and its finish time, fixed when it finished) is the same in every copy, so a consumer that sees the
-        event twice (a master died between producing it and marking it sent) can tell."""
-        fields = [CrawlFields.USERID, CrawlFields.CREATED, CrawlFields.FINISHED, CrawlFields.SPIDER_TYPE]
-        userid, created, finished, spider_type = (
+        canonical URL, ``restored`` and ``retried`` re-processings, ``failures`` by reason, ``failed_urls`` listed and
+        unlisted, ``start_failure``). ``event_id`` (the crawl and its finish time, fixed when it finished) is the
+        same in every copy, so a consumer that sees the event twice (a master died between producing it and marking
+        it sent) can tell. A crawl finishes once per run: ``crawlfleet retry`` of a finished crawl runs it again,
+        and its end is a new event (a new ``event_id``, ``retries`` one more, the counts as they are now), which
+        supersedes the earlier one."""
+        fields = [CrawlFields.USERID, CrawlFields.CREATED, CrawlFields.FINISHED, CrawlFields.SPIDER_TYPE,
+                  CrawlFields.RETRIES]
+        userid, created, finished, spider_type, retries = (
             as_text(v) if v is not None else None for v in self.redis.hmget(keys.crawl(crawlid), fields))
         finished_at = float(finished) if finished else now
         duration = max(0.0, finished_at - float(created)) if created else None
         counts = read_counts(self.redis, crawlid)
         return {"event": EVENT, "event_id": f"{crawlid}@{finished_at!r}", "crawlid": crawlid, "userid": userid or "",
                 "spider_type": spider_type or "", **counts.as_dict(), "finished": finished_at,
-                "duration": round(duration, 3) if duration is not None else None}
+                "duration": round(duration, 3) if duration is not None else None, "retries": int(retries or 0)}
 
 
 def _crawlid(json_text: str) -> str:

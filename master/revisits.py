@@ -5,7 +5,8 @@ schedule (``revisit:{seeds}:crawls``):
 
 - a crawl that is no longer running (stopped, finished, or gone with its TTL), or whose ``until`` time has passed by
   the Redis clock, has its schedule purged (``frontier/lua/revisit_purge.lua``), so that a stopped crawl leaves
-  nothing behind and a crawl past its ``until`` can finish;
+  nothing behind and a crawl past its ``until`` can finish; a paused crawl's revisits are postponed: its due URLs
+  wait in ``due`` until it is resumed (``messaging.pause``);
 - otherwise up to CRAWLFLEET_REVISIT_BATCH of its due URLs (``due`` score at most now) become revisit tasks: their
   states are read, each task is built with the next generation and the stored validators, and one Lua call
   (``frontier/lua/revisit_move.lua``, fenced by the epoch like staging) moves each URL still due at that generation
@@ -29,6 +30,7 @@ from messaging.tasks import SEEDS_SCORE_LUA, CrawlFields, CrawlState
 logger = logging.getLogger(__name__)
 MOVE = lua_script(LUA / "revisit_move.lua", prefix=SEEDS_SCORE_LUA)
 PURGE = lua_script(LUA / "revisit_purge.lua")
+_OVER = "over"
 
 
 @dataclass
@@ -50,10 +52,11 @@ class RevisitMover:
         result = RevisitRound()
         for crawlid in sorted(as_text(c) for c in self.redis.smembers(keys.REVISIT_CRAWLS)):
             try:
-                if self._over(crawlid, now):
+                state = self._state(crawlid, now)
+                if state == _OVER:
                     self.purge(crawlid)
                     result.purged += 1
-                else:
+                elif state != CrawlState.PAUSED:
                     result.moved += self.move_due(crawlid, now)
             except LeadershipLost:
                 raise
@@ -87,9 +90,12 @@ class RevisitMover:
         logger.info("crawl %s: revisit schedule of %d URLs purged", crawlid, urls)
         return urls
 
-    def _over(self, crawlid: str, now: float) -> bool:
+    def _state(self, crawlid: str, now: float) -> str:
+        """``running``, ``paused`` (its revisits wait), or over (stopped, finished, gone, or past its ``until``)."""
         state, until = (as_text(v) if v is not None else None
                         for v in self.redis.hmget(keys.crawl(crawlid), [CrawlFields.STATE, CrawlFields.UNTIL]))
-        if state != CrawlState.RUNNING:
-            return True
-        return until is not None and until != "" and now >= float(until)
+        if state not in (CrawlState.RUNNING, CrawlState.PAUSED):
+            return _OVER
+        if until is not None and until != "" and now >= float(until):
+            return _OVER
+        return state

@@ -6,6 +6,8 @@ leader's notifier (:mod:`master.notifier`) calls :meth:`StallWatch.check` every 
 crawl lives in Redis (``notify:{notify}:progress``: the sum, since when it has not moved, whether the stall was
 announced), so a new leader picks up the same stall, with the same start, and raises no second event for it.
 
+A paused crawl (``messaging.pause``) is not running: it is not watched, and its timer starts again when it resumes.
+
 "Work left": a running crawl has tasks somewhere until the finisher declares it finished; a crawl that revisits pages
 (``frontier.revisit``) is running between revisits with nothing to do, so it counts as having work only while a
 revisit task of it is out (``revisit:{seeds}:out:<id>``) or its ``seeds`` count is above zero. A crawl without work
@@ -35,7 +37,8 @@ def progress_of(totals: dict[Any, Any]) -> tuple[int, dict[str, int]]:
         text = as_text(value)
         if text.lstrip("-").isdigit():
             numbers[as_text(name)] = int(text)
-    total = sum(value for name, value in numbers.items() if name != "items")  # items come with pages
+    # items come with pages; listed and unlisted mirror the failures
+    total = sum(value for name, value in numbers.items() if name not in ("items", "listed", "unlisted"))
     return total, {"pages": numbers.get("pages", 0), "items": numbers.get("items", 0)}
 
 

@@ -38,9 +38,24 @@ def redis_client(settings: Settings | None = None, **kwargs: Any) -> RedisClient
     """A Redis client from CRAWLFLEET_REDIS_URL: ``redis.Redis``, or ``redis.cluster.RedisCluster`` in cluster mode.
 
     ``rediss://`` URLs use TLS; ``user:password@`` authenticates. Replies are bytes (decode where needed).
+
+    **A failed call is never sent again by the client** (plain Redis): a call whose connection broke after Redis ran
+    it (Redis killed while it answered, the call already in its AOF; a reply slower than ``socket_timeout``) would
+    run twice, the caller seeing only the second answer — a second ``ZADD NX`` says "there already", a second Bloom
+    check-and-add "seen" for what the first one marked, a second take leases another task. So the error reaches the
+    caller, whose own retry knows what is safe to repeat (the worker's commit: ``spiders.worker.commit``; every loop
+    retries through ``messaging.outage.OutageLog``). ``Redis.from_url`` connections retry nothing, but
+    ``redis.Redis()``'s default re-sends a call up to ten times (the script of ``tests/integration/
+    test_redis_client.py`` then ran nine times): the policy is written here, not left to a library default. A
+    connection that failed is dropped (redis-py disconnects it); an idle pooled one whose server closed it (Redis
+    restarted) is replaced by the pool before anything is written to it (``get_connection`` sees the closed
+    socket), and one idle for ``health_check_interval`` seconds is PINGed first. A Redis Cluster keeps redis-py's
+    retries: they are also how it follows a failover to the promoted replica.
     """
     import redis
+    from redis.backoff import NoBackoff
     from redis.cluster import RedisCluster
+    from redis.retry import Retry
 
     settings = _settings(settings)
     options: dict[str, Any] = {"socket_timeout": 30, "socket_connect_timeout": 10, "health_check_interval": 30}
@@ -48,6 +63,7 @@ def redis_client(settings: Settings | None = None, **kwargs: Any) -> RedisClient
     if settings.redis_cluster:
         options.pop("health_check_interval", None)
         return RedisCluster.from_url(settings.redis_url, **options)
+    options.setdefault("retry", Retry(NoBackoff(), 0))
     return redis.Redis.from_url(settings.redis_url, **options)
 
 

@@ -34,10 +34,13 @@ def crawl_domains(crawlid: str) -> str:
     return f"crawl:{crawlid}:domains"
 
 
-CHILDREN_JOURNAL = "children:{seeds}:journal"
-"""zset: digest of a task whose children a worker is pushing -> Redis time it started. An entry left behind means
-that processing stopped between the Bloom filter and ``seeds``: the task's next processing pushes every child again
-(``spiders.worker.commit``)."""
+def children_journal(digest: str) -> str:
+    """hash: the children journal's entry of a task being committed (``digest``: of its member) — URL fingerprint ->
+    child task, for each child the Bloom filter did not hold when the commit asked it, written before the commit
+    marks them. Deleted by the call that pushes them into ``seeds`` (hash tag ``seeds``); one left behind means the
+    commit stopped in between: the task's next commit pushes exactly these (``spiders.worker.journal``). Expires
+    after a week."""
+    return f"children:{{{SEEDS}}}:journal:{digest}"
 
 FINISH_CANDIDATES = "finish:{seeds}:candidates"
 """set: crawls with nothing left in ``seeds``; the finisher checks their domains and declares them finished."""
@@ -72,15 +75,18 @@ def crawl(crawlid: str) -> str:
 
 # --- exact counts of a crawl (hash tag: the crawl) ---------------------------------------------------------------
 def crawl_counted(crawlid: str) -> str:
-    """hash: a page's canonical-URL fingerprint (hex) -> what its first processing counted: its items, or
-    ``f:<reason>`` when it failed. Changed with ``crawl_totals`` in one script (``spiders.worker.commit``)."""
+    """hash: a page's canonical-URL fingerprint (hex) -> what it counts as now: its items, or ``<l|u|f>:<reason>``
+    when it failed (``l``: kept in the crawl's failures list, ``u``: beyond the list's bound, ``f``: not a failure to
+    list, e.g. robots.txt), with ``#<n>`` when retry ``n`` processed it last. Changed with ``crawl_totals`` in one
+    script (``spiders/worker/lua/count.lua``)."""
     return f"crawl:{{{crawlid}}}:counted"
 
 
 def crawl_totals(crawlid: str) -> str:
     """hash: the crawl's exact counts: ``pages`` and ``items`` once per canonical URL, ``restored`` (pages processed
-    again), ``failed:<reason>`` (failed pages by reason), ``start`` (why the start URL failed). ``pages`` and
-    ``items`` of ``crawl:<crawlid>`` mirror them (``messaging.counts``)."""
+    again after a fault), ``retried`` (processings by ``crawlfleet retry``), ``failed:<reason>`` (pages failing now,
+    by reason), ``listed``/``unlisted`` (failing pages kept in the failures list / beyond its bound), ``start`` (why
+    the start URL failed). ``pages`` and ``items`` of ``crawl:<crawlid>`` mirror them (``messaging.counts``)."""
     return f"crawl:{{{crawlid}}}:totals"
 
 
@@ -110,6 +116,25 @@ def crawl_scrapy_stats(crawlid: str) -> str:
     return f"crawl:{crawlid}:scrapystats"
 
 
+# --- pause and resume (issue 42; a paused crawl's tasks are parked where they were, still counted as pending) ---
+PAUSED = "crawls:{seeds}:paused"
+"""hash: crawlid -> Redis time it was paused, for every paused crawl (``crawl:<crawlid>``'s ``state`` says
+``paused`` too). Same slot as ``seeds``: the dispatcher parks a paused crawl's tasks in one call that checks it,
+and a resume takes the crawl out of it and moves its parked tasks back in one (``messaging.pause``)."""
+
+
+def parked_seeds(crawlid: str) -> str:
+    """zset: a paused crawl's tasks taken out of ``seeds`` (score: their ``seeds`` score, so that a resume puts them
+    back in their place), still counted in ``pending:{seeds}``."""
+    return f"parked:{{{SEEDS}}}:{crawlid}"
+
+
+CRAWL_STATES_CHANNEL = "crawls:states"
+"""pub/sub channel: ``<crawlid> <state>`` each time a crawl is paused, resumed or stopped, so that every worker
+hands back or takes up the crawl's tasks at once (a worker that missed it reads the state within
+CRAWLFLEET_CRAWL_REFRESH)."""
+
+
 # --- a worker's domain queues and leases (hash tag: the domain) --------------------------------------------------
 def queue(job: str, domain: str) -> str:
     """zset: job's tasks for one domain (score: priority order)."""
@@ -129,6 +154,13 @@ def lease_scores(job: str, domain: str) -> str:
 def requeue_outbox(job: str, domain: str) -> str:
     """set: a retired job's tasks of the domain, on their way back to ``seeds`` (crash-safe requeue)."""
     return f"{job}:{{{_tag(domain)}}}:requeue"
+
+
+def parked(job: str, domain: str) -> str:
+    """zset: the job's tasks of paused crawls, handed back from its queue and leases (score: their queue score),
+    still counted in ``pending:{<domain>}``; the job's worker puts them back into its queue when their crawl resumes,
+    and the master collects them with the rest of a retired job's tasks."""
+    return f"{job}:{{{_tag(domain)}}}:parked"
 
 
 def job_domains(job: str) -> str:
@@ -160,6 +192,11 @@ def queue_pattern(job: str = "*") -> str:
 def inflight_pattern(job: str = "*") -> str:
     """SCAN pattern of lease sets (of one job, or every job)."""
     return f"{job}:{{*}}:inflight"
+
+
+def parked_pattern(job: str = "*") -> str:
+    """SCAN pattern of the parked tasks of paused crawls (of one job, or every job)."""
+    return f"{job}:{{*}}:parked"
 
 
 @dataclass(frozen=True)
@@ -530,10 +567,21 @@ def stop_request(userid: str, crawlid: str, uuid: str) -> str:
     return f"stop:{_REQUESTS_TAG}:{userid}:{crawlid}:{uuid}"
 
 
+def pause_request(userid: str, crawlid: str, uuid: str) -> str:
+    """string with TTL: a pause request (its JSON) waiting for the Redis monitor's pause plugin."""
+    return f"pause:{_REQUESTS_TAG}:{userid}:{crawlid}:{uuid}"
+
+
+def resume_request(userid: str, crawlid: str, uuid: str) -> str:
+    """string with TTL: a resume request (its JSON) waiting for the Redis monitor's resume plugin."""
+    return f"resume:{_REQUESTS_TAG}:{userid}:{crawlid}:{uuid}"
+
+
 def request_stream(kind: str) -> str:
-    """stream: the requests of one kind (``info``, ``stats``, ``site``, ``stop``) for the Redis monitors, read through
-    their consumer group: entry ``key`` (the request key) and ``request`` (its JSON). An entry leaves the stream when
-    its answer is acknowledged by Kafka; a monitor that died with it leaves it pending for another (XAUTOCLAIM)."""
+    """stream: the requests of one kind (``info``, ``stats``, ``site``, ``stop``, ``pause``, ``resume``) for the Redis
+    monitors, read through their consumer group: entry ``key`` (the request key) and ``request`` (its JSON). An entry
+    leaves the stream when its answer is acknowledged by Kafka; a monitor that died with it leaves it pending for
+    another (XAUTOCLAIM)."""
     return f"requests:{_REQUESTS_TAG}:{kind}"
 
 

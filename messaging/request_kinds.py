@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from messaging.plugins import resolve, split_paths
 
-CRAWL, INFO, STATS, SITE, STOP = "crawl", "info", "stats", "site", "stop"
+CRAWL, INFO, STATS, SITE, STOP, PAUSE, RESUME = "crawl", "info", "stats", "site", "stop", "pause", "resume"
 SITE_ACTIONS = ("rate", "rate-remove", "blacklist", "blacklist-remove")
 _KAFKA = "messaging.kafka_monitor.plugins."
 _REDIS = "messaging.redis_monitor.plugins."
@@ -57,6 +57,11 @@ _BUILT_IN = (
                 redis_plugin=_REDIS + "zookeeper.ZookeeperPlugin", cli="deploy.cli_site:site"),
     RequestKind(STOP, "stop.json", "stop a crawl: purge its tasks and refuse new ones", _KAFKA + "stop.StopPlugin",
                 actions=(STOP,), redis_plugin=_REDIS + "stop.StopPlugin", cli="deploy.cli_messaging:stop"),
+    RequestKind(PAUSE, "pause.json", "pause a crawl: nothing of it is fetched, its tasks wait parked",
+                _KAFKA + "pause.PausePlugin", actions=(PAUSE,), redis_plugin=_REDIS + "pause.PausePlugin",
+                cli="deploy.cli_pause:pause"),
+    RequestKind(RESUME, "resume.json", "resume a paused crawl where it was", _KAFKA + "pause.ResumePlugin",
+                actions=(RESUME,), redis_plugin=_REDIS + "pause.ResumePlugin", cli="deploy.cli_pause:resume"),
 )
 _registry: dict[str, RequestKind] = {kind.name: kind for kind in _BUILT_IN}
 

@@ -333,7 +333,8 @@ define("CRAWLFLEET_CRAWL_TTL", 7 * 86400,
        "Seconds a crawl's keys (``crawl:<id>``) are kept after the crawl stopped or finished.",
        group="messaging", parse=int)
 define("CRAWLFLEET_REQUEST_TTL", 86400,
-       "Seconds an info, stats, site-config or stop request waits in Redis for a Redis monitor before it expires.",
+       "Seconds an info, stats, site-config, stop, pause or resume request waits in Redis for a Redis monitor before "
+       "it expires.",
        group="messaging", parse=int)
 define("CRAWLFLEET_REDIS_MONITOR_PLUGINS", request_kinds.redis_plugins(),
        "The Redis monitor's plugins: dotted paths of plugin classes, comma-separated; each owns a kind of request "
@@ -449,6 +450,12 @@ define("CRAWLFLEET_NOTIFY_INTERVAL", 1.0,
 define("CRAWLFLEET_STALL_AFTER", 1800.0,
        "Seconds a running crawl with work left may go without progress (its pages, failures and re-processings "
        "counted) before its ``stalled`` event; one event per stall.", group="alerts", parse=float)
+
+# --- failures: failed URLs and their retry (issue 42; messaging/failures.py, messaging/counts.py) ----------------
+define("CRAWLFLEET_FAILURES_MAX", 100_000,
+       "Failed pages kept per crawl in its failures list (MongoDB ``<crawlid>.failures``: URL, reason, status, "
+       "attempts, time), which ``crawlfleet failures`` shows and ``crawlfleet retry`` re-submits. Failures beyond "
+       "it are still counted by reason, and as ``unlisted``.", group="failures", parse=int)
 
 # --- dedup: Bloom filter (frontier/bloom, spiders/dupefilter.py) ---------------------------------------------------
 define("CRAWLFLEET_BLOOM_NAMESPACE", "crawl",

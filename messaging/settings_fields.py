@@ -111,6 +111,7 @@ class SettingsFields:
     notify_backoff_max: float
     notify_interval: float
     stall_after: float
+    failures_max: int
     bloom_namespace: str
     bloom_capacity: int
     bloom_crawl_capacity: int

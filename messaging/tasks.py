@@ -75,6 +75,7 @@ class Task:
     meta: dict[str, Any] = field(default_factory=dict)  # small values the spider carries to the child (list fields)
     revisit: dict[str, Any] = field(default_factory=dict)  # generation, stored validators (frontier.revisit)
     request: dict[str, Any] = field(default_factory=dict)  # a Scrapy request's other fields (module docstring)
+    retry: int = 0  # n: re-submitted by `crawlfleet retry` number n (messaging.failures); 0 for every other task
 
     @property
     def domain(self) -> str:
@@ -89,6 +90,8 @@ class Task:
         # A shallow view of the fields (dataclasses.asdict deep-copies, and dominated the Kafka monitor's profile).
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data = {key: value for key, value in data.items() if value not in ("", {}, None)}
+        if not self.retry:
+            del data["retry"]  # most tasks: their members stay what they were before retries existed
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
@@ -113,9 +116,12 @@ class CrawlFields:
     MAX_PAGES = "max_pages"
     DOMAIN_MAX_PAGES = "domain_max_pages"
     COOKIE = "cookie"
-    STATE = "state"  # running | stopped | finished
+    STATE = "state"  # running | paused | stopped | finished
+    PAUSED = "paused"  # Redis time the crawl was paused (while it is: messaging.pause)
+    RETRIES = "retries"  # how many times `crawlfleet retry` re-submitted its failed pages (messaging.failures)
     CREATED = "created"  # Redis time of the request
     FINISHED = "finished"
+    FINISH_EVENT = "finish_event"  # pending | sent: the crawl_finished event's delivery (master.finisher)
     PAGES = "pages"  # responses processed (completed tasks)
     ITEMS = "items"  # items stored
     ENQUEUED = "enqueued"  # tasks ever put into seeds
@@ -133,6 +139,7 @@ class CrawlFields:
 
 class CrawlState:
     RUNNING = "running"
+    PAUSED = "paused"  # nothing of it is fetched, its tasks are parked, it does not finish (messaging.pause)
     STOPPED = "stopped"
     FINISHED = "finished"
 

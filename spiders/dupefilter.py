@@ -25,10 +25,10 @@ Calls to Redis are synchronous, as in scrapy-redis: one short round trip per bat
 **In the fleet's worker** the dupefilter is the one ``DUPEFILTER_CLASS`` names, loaded as Scrapy's own scheduler
 loads it (``spiders.worker.build``; the fleet's add-on sets this class). Its commits mark a whole batch of children
 per crawl at once in a filter the whole cluster shares, so the class must offer that batch interface
-(:class:`BatchDupeFilter`: ``namespace(meta)``, ``bloom(namespace).add_fingerprints(fingerprints)``), as this one
-and its subclasses do. A class without it — Scrapy's ``RFPDupeFilter``, which remembers only what one process saw —
-stops the worker at start with the reason (:func:`require_batch_interface`): adapting it would dedup each worker's
-links by themselves and crawl every page once per worker that finds it.
+(:class:`BatchDupeFilter`: ``namespace(meta)``, ``bloom(namespace)`` with ``contains_fingerprints`` and
+``add_fingerprints``), as this one and its subclasses do. A class without it — Scrapy's ``RFPDupeFilter``, which
+remembers only what one process saw — stops the worker at start with the reason (:func:`require_batch_interface`):
+adapting it would dedup each worker's links by themselves and crawl every page once per worker that finds it.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ class FingerprintSet(Protocol):
         """Mark the fingerprints; for each, whether it was new."""
         ...
 
+    def contains_fingerprints(self, fingerprints: Sequence[bytes]) -> list[bool]:
+        """For each fingerprint, whether the set holds it (nothing is marked)."""
+        ...
+
 
 @runtime_checkable
 class BatchDupeFilter(Protocol):
@@ -82,7 +86,8 @@ def require_batch_interface(dupefilter: Any, path: str) -> BatchDupeFilter:
         return dupefilter
     raise TypeError(
         f"DUPEFILTER_CLASS {path!r} cannot serve the fleet's worker: its commits mark each batch of links per crawl "
-        "in a set the whole cluster shares (namespace(meta), bloom(namespace).add_fingerprints(fingerprints)), which "
+        "in a set the whole cluster shares (namespace(meta), bloom(namespace).contains_fingerprints / "
+        "add_fingerprints(fingerprints)), which "
         f"{type(dupefilter).__name__} does not offer. Keep spiders.dupefilter.BloomDupeFilter (the fleet add-on's "
         "default) or a subclass of it, or run the spider without the fleet (-s ADDONS={}) to use Scrapy's own "
         "scheduler and dupefilter.")

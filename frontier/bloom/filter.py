@@ -189,7 +189,12 @@ class BloomFilter:
         return self.contains_hashes(hash_batch(url_fingerprints(urls))).as_list()
 
     def add_fingerprints(self, fingerprints: bytes | Sequence[bytes]) -> list[bool]:
+        """Check-and-add of fingerprints (:func:`~frontier.bloom.fingerprint.url_fingerprint`): True when new."""
         return self.add_hashes(hash_batch(fingerprints)).as_list()
+
+    def contains_fingerprints(self, fingerprints: bytes | Sequence[bytes]) -> list[bool]:
+        """For each fingerprint, True when the filter (probably) holds it. Adds nothing."""
+        return self.contains_hashes(hash_batch(fingerprints)).as_list()
 
     def add_hashes(self, batch: HashBatch) -> BatchResult:
         return self._run("add", batch)

@@ -249,19 +249,33 @@ class QuietLine:
         with cls._guard:
             lock, holder = cls._lines.setdefault(pool, (threading.Lock(), []))
         with lock:
-            if not holder:
-                line = pool.make_connection()
-                line.connect()
-                holder.append(line)
-            line = holder[0]
+            line = _ready_line(pool, holder)
             try:
-                while line.can_read(timeout=0):
-                    log.warning("Redis answered commands sent with CLIENT REPLY SKIP: %r", line.read_response())
                 action(line)
             except BaseException:
                 line.disconnect()
                 holder.clear()
                 raise
+
+
+def _ready_line(pool: Any, holder: list[Any]) -> Any:
+    """The pool's quiet line, its stray replies drained, connected anew when its server closed it (Redis restarted
+    since the last write): nothing was written to it yet, so the replacement loses nothing. The line never goes back
+    to the pool, whose own check of an idle connection never sees it — without this, the first counts written after
+    a restart failed, and with them a check-and-add whose marks had landed."""
+    if holder:
+        line = holder[0]
+        try:
+            while line.can_read(timeout=0):
+                log.warning("Redis answered commands sent with CLIENT REPLY SKIP: %r", line.read_response())
+            return line
+        except (RedisConnectionError, OSError):  # closed by the server: replaced below
+            line.disconnect()
+            holder.clear()
+    line = pool.make_connection()
+    line.connect()
+    holder.append(line)
+    return line
 
 
 def _widened(connection: Any) -> Any:

@@ -25,7 +25,10 @@ operation below is one or a few atomic Lua calls on one hash slot (``frontier/lu
 - **robots.txt claim / store**: :attr:`FrontierClient.robots` (:class:`RobotsRecords`): ``robots_claim.lua``,
   ``robots_store.lua``, ``robots_down.lua``, ``robots_renew.lua``, under :class:`frontier.robots_cache.RobotsCache`;
 - **block** a domain, **drop** a blacklisted queue: :meth:`~FrontierClient.block`, :func:`block_domain`,
-  :meth:`~FrontierClient.drop_queue`: ``block.lua``, ``drop.lua``.
+  :meth:`~FrontierClient.drop_queue`: ``block.lua``, ``drop.lua``;
+- **park** the tasks of paused crawls (``messaging.pause``) and put them back: :meth:`~FrontierClient.park` (leases
+  handed back, their hits withdrawn), :meth:`~FrontierClient.park_queued`, :meth:`~FrontierClient.unpark`:
+  ``park.lua``, ``park_queued.lua``, ``unpark.lua`` (:mod:`frontier.client.parking`).
 
 The rules the steps apply — rates, pacing, robots.txt verdicts, the blacklist — are
 :class:`frontier.politeness.Politeness`'s; what a step hands out is in :mod:`frontier.client.types`. Those who only
@@ -35,10 +38,11 @@ comes from :mod:`messaging.keys`; no other module formats a job's queue or lease
 """
 
 from frontier.client.client import FrontierClient, block_domain
+from frontier.client.parking import HandedBack, Parking
 from frontier.client.reader import FrontierReader, SiteState
 from frontier.client.ready import Due, ReadyIndex, add_to_index
 from frontier.client.robots import RobotsRecords
 from frontier.client.types import Lease, Outcome, Reservation, SendSlot, TakeResult
 
-__all__ = ["Due", "FrontierClient", "FrontierReader", "Lease", "Outcome", "ReadyIndex", "Reservation",
-           "RobotsRecords", "SendSlot", "SiteState", "TakeResult", "add_to_index", "block_domain"]
+__all__ = ["Due", "FrontierClient", "FrontierReader", "HandedBack", "Lease", "Outcome", "Parking", "ReadyIndex",
+           "Reservation", "RobotsRecords", "SendSlot", "SiteState", "TakeResult", "add_to_index", "block_domain"]

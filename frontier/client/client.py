@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from frontier.client import lua
 from frontier.client.leases import Leases
+from frontier.client.parking import HandedBack, Parking
 from frontier.client.reader import FrontierReader
 from frontier.client.ready import ReadyIndex
 from frontier.client.robots import RobotsRecords
@@ -47,6 +48,7 @@ class FrontierClient:
         self.leases = Leases(redis, job, lease_seconds, self.tally)
         self.ready = ReadyIndex(redis, job, spider_type)  # the job's domains by when each may next be fetched
         self.robots = RobotsRecords(redis)  # robots.txt of every host: claim, store, outage (frontier.robots_cache)
+        self.parking = Parking(redis, job, spider_type, ip)  # tasks of paused crawls, set aside (messaging.pause)
         self._taker = Taker(redis, job, spider_type, ip, politeness, lease_seconds) if politeness is not None else None
 
     @property
@@ -113,6 +115,23 @@ class FrontierClient:
     def requeue_expired_many(self, domains: Sequence[str], now: float | None = None) -> list[list[Task]]:
         """:meth:`requeue_expired` for each of ``domains``, one round trip for all (one per node on a cluster)."""
         return self.leases.requeue_expired_many(domains, now)
+
+    # --- paused crawls (messaging.pause) ---------------------------------------------------------------------------
+    def park(self, handed: Sequence[HandedBack]) -> list[Lease]:
+        """Leases of paused crawls handed back unfetched: into the job's parked tasks, their hits withdrawn
+        (``lua/park.lua``); returns those that were still held."""
+        return self.parking.park(handed)
+
+    def park_queued(self, domains: Sequence[str], crawlids: Sequence[str]) -> dict[str, int]:
+        """What the job's queues of ``domains`` hold of these paused crawls, parked; domain -> tasks parked."""
+        return self.parking.park_queued(domains, crawlids)
+
+    def unpark(self, domains: Sequence[str], crawlid: str) -> dict[str, int]:
+        """A resumed crawl's parked tasks back into the job's queues, and those domains into its ready index;
+        domain -> tasks queued again."""
+        back = self.parking.unpark(domains, crawlid)
+        self.ready.requeued(back)  # after the queue writes: the ready index's invariant (frontier.client.ready)
+        return back
 
     # --- a retired job's tasks back (master.requeue runs the three steps) -----------------------------------------
     def collect_retired(self, domains: Sequence[str]) -> list[list[str]]:

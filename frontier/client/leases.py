@@ -104,12 +104,12 @@ class Leases:
 
     # --- a retired job (the master's requeue) ---------------------------------------------------------------------
     def collect_retired(self, domains: Sequence[str]) -> list[list[str]]:
-        """Step 1 of a retired job's requeue: each domain's queue and leases move into its outbox (merged with what
-        an interrupted requeue left there); returns each outbox's tasks. A lease the job acknowledges later is no
-        longer held: refused, so nothing is counted twice."""
+        """Step 1 of a retired job's requeue: each domain's queue, leases and parked tasks (of paused crawls) move
+        into its outbox (merged with what an interrupted requeue left there); returns each outbox's tasks. A lease
+        the job acknowledges later is no longer held: refused, so nothing is counted twice."""
         collected = run_scripts(self.redis, [
             (self._collect, [keys.queue(self.job, d), keys.inflight(self.job, d), keys.lease_scores(self.job, d),
-                             keys.requeue_outbox(self.job, d)], []) for d in domains])
+                             keys.requeue_outbox(self.job, d), keys.parked(self.job, d)], []) for d in domains])
         return [[as_text(task) for task in tasks] for tasks in collected]
 
     def release_retired(self, domain: str, per_crawl: Mapping[str, int]) -> bool:

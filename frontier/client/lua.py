@@ -21,6 +21,9 @@ REQUEUE = lua_script(LUA / "requeue.lua", NOW_MICROSECONDS_LUA)  # expired lease
 DROP = lua_script(LUA / "drop.lua")  # a blacklisted domain's queue
 RETIRED_COLLECT = lua_script(LUA / "retired_collect.lua")  # a retired job's queue and leases into its outbox
 RETIRED_RELEASE = lua_script(LUA / "retired_release.lua", PENDING_LUA)  # ...and out of the pending counts, once
+PARK = lua_script(LUA / "park.lua", PENDING_LUA)  # leases of paused crawls handed back (their hits withdrawn)
+PARK_QUEUED = lua_script(LUA / "park_queued.lua", PENDING_LUA, LUA / "crawl_of.lua")  # a queue's tasks of them
+UNPARK = lua_script(LUA / "unpark.lua", PENDING_LUA, LUA / "crawl_of.lua")  # a resumed crawl's, back in the queue
 
 # a job's ready index (hash tag: the job)
 READY_WALK = lua_script(LUA / "ready_walk.lua", NOW_MICROSECONDS_LUA)

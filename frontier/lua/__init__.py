@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from messaging.scripts import LUA as MESSAGING_LUA
+
 LUA = Path(__file__).parent
-PENDING_LUA = LUA / "pending.lua"  # pending_sub(): a crawl's pending count of one hash slot
+PENDING_LUA = MESSAGING_LUA / "pending.lua"  # pending_sub(): a crawl's pending count of one hash slot (also seeds')
 PACE_LUA = LUA / "pace.lua"  # paced hits: token buckets and widened sliding windows (take, reserve)

@@ -1,4 +1,5 @@
-"""Finding one crawl's tasks wherever they wait: ``seeds``, every worker's domain queues, every lease.
+"""Finding one crawl's tasks wherever they wait: ``seeds``, every worker's domain queues, every lease, and where a
+paused crawl's tasks are parked (``parked:{seeds}:<id>``, every job's ``<job>:{<domain>}:parked``).
 
 Workers' queues are found with SCAN over :func:`messaging.keys.queue_pattern` and
 :func:`~messaging.keys.inflight_pattern` (MATCH, never KEYS; redis-py's ``RedisCluster.scan_iter`` walks every
@@ -20,7 +21,7 @@ from messaging.clients import RedisClient, as_text
 from messaging.tasks import Task
 
 SCAN_COUNT = 1000
-SEEDS, QUEUE, INFLIGHT = "seeds", "queue", "inflight"
+SEEDS, QUEUE, INFLIGHT, PARKED = "seeds", "queue", "inflight", "parked"
 
 
 def _glob_escape(text: str) -> str:
@@ -32,10 +33,14 @@ def member_pattern(crawlid: str) -> str:
     return "*" + _glob_escape('"crawlid":' + json.dumps(crawlid, ensure_ascii=False)) + "[,}]*"
 
 
-def task_keys(redis: RedisClient) -> Iterator[tuple[str, str]]:
-    """(key, where) of every zset that can hold tasks: ``seeds``, then queues and leases of every job."""
+def task_keys(redis: RedisClient, crawlid: str | None = None) -> Iterator[tuple[str, str]]:
+    """(key, where) of every zset that can hold tasks: ``seeds`` (and, given a crawl, its parked ``seeds`` tasks),
+    then queues, leases and parked tasks of every job."""
     yield keys.SEEDS, SEEDS
-    for pattern, where in ((keys.queue_pattern(), QUEUE), (keys.inflight_pattern(), INFLIGHT)):
+    if crawlid is not None:
+        yield keys.parked_seeds(crawlid), PARKED
+    for pattern, where in ((keys.queue_pattern(), QUEUE), (keys.inflight_pattern(), INFLIGHT),
+                           (keys.parked_pattern(), PARKED)):
         for key in redis.scan_iter(match=pattern, count=SCAN_COUNT, _type="zset"):
             yield as_text(key), where
 

@@ -1,19 +1,18 @@
 """The Redis monitor's loop: read requests from their streams, answer each on Kafka, then acknowledge it.
 
-The Kafka monitor leaves each info, stats, site-config or stop request under its request key and, in the same Lua
-call, as an entry of its kind's stream (``requests:{requests}:<kind>``, :func:`messaging.keys.request_stream`). Every
-Redis monitor reads all the streams of its plugins with one blocking ``XREADGROUP`` through the consumer group
+The Kafka monitor leaves each info, stats, site-config, stop, pause or resume request under its request key and, in the
+same Lua call, as an entry of its kind's stream (``requests:{requests}:<kind>``, :func:`messaging.keys.request_stream`).
+Every Redis monitor reads all the streams of its plugins with one blocking ``XREADGROUP`` through the consumer group
 ``redis-monitor`` — no keyspace scan, so the monitor's cost does not grow with the number of keys in Redis. An entry
-read by a monitor is pending for it (:mod:`messaging.redis_monitor.claim` keeps it so while its plugin runs); the
-answer is produced and acknowledged by Kafka, and only then are the entry acknowledged and dropped and the request
-key deleted, in one call (``lua/request_done.lua``). A monitor that dies mid-way leaves the entry pending: another
-monitor takes it over once it has been idle for CRAWLFLEET_MONITOR_LOCK_TTL (``XAUTOCLAIM``, every third of that),
-so the request is answered (perhaps twice; the client takes the first answer). A plugin that raises produces an
-``error`` answer with the reason, and the request is done: a client can retry, and a request that can never succeed
-does not loop forever. While Redis or Kafka is away the loop keeps trying every CRAWLFLEET_REDIS_MONITOR_INTERVAL,
-and :class:`messaging.outage.OutageLog` says so once when it starts and once when it is over. A Redis that lost
-the group (restarted empty) gets it again.
-"""
+read by a monitor is pending for it (:mod:`messaging.redis_monitor.claim` keeps it so while its plugin runs); the answer
+is produced and acknowledged by Kafka, and only then are the entry acknowledged and dropped and the request key deleted,
+in one call (``lua/request_done.lua``). A monitor that dies mid-way leaves the entry pending: another monitor takes it
+over once it has been idle for CRAWLFLEET_MONITOR_LOCK_TTL (``XAUTOCLAIM``, every third of that), so the request is
+answered (perhaps twice; the client takes the first answer). A plugin that raises produces an ``error`` answer with the
+reason, and the request is done: a client can retry, and a request that can never succeed does not loop forever. While
+Redis or Kafka is away the loop keeps trying every CRAWLFLEET_REDIS_MONITOR_INTERVAL, and
+:class:`messaging.outage.OutageLog` says so once when it starts and once when it is over. A Redis that lost the group
+(restarted empty) gets it again. """
 
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ starts the :class:`Worker` it returns on the reactor (:meth:`Worker.start`). Wha
   the reason (:func:`spiders.dupefilter.require_batch_interface`);
 - the job id and the host identity;
 - Redis clients: the feed's, and connections of their own for the heartbeats (never held up by a long walk) and
-  the block listener (it waits on its channel);
+  the block listener (it waits on its channels: blocks, and the crawls' pauses and resumes);
 - ZooKeeper and the site configuration it watches (:class:`frontier.config_watch.SiteConfigWatch`);
 - robots.txt, when obeyed: the cluster's cache, fetched through Scrapy (:class:`spiders.worker.robots.RobotsFetcher`);
 - the politeness rules and the frontier's client (:class:`frontier.client.FrontierClient`), the crawl catalog, the
-  committer;
+  committer (with the crawls' failures lists in MongoDB, :class:`messaging.failures.FailureStore`);
 - the feed (:class:`spiders.worker.feed.TaskFeed`: take, leases, heartbeat, commits), registered; the block
   listener; the task tracker.
 
@@ -51,6 +51,7 @@ from frontier.registry import WorkerInfo, WorkerRegistry
 from frontier.robots_rules import MAX_REDIRECTS, product_token
 from messaging import clients
 from messaging.clock import Clock
+from messaging.failures import FailureStore
 from messaging.identity import worker_ip
 from messaging.outage import quiet_reconnects
 from messaging.settings import Settings
@@ -99,6 +100,7 @@ class Worker:
     robots: RobotsFetcher | None  # None when robots.txt is not obeyed
     counters: BufferedStats  # the politeness outcomes, flushed by a thread
     zk: Any
+    mongo: Any = None  # the commits' client of the failures lists
     traveller: Traveller | None = None  # one's own spider's: its requests as tasks of its crawl
     starts: StartOnce | None = None  # one's own spider's: its crawl's start requests, once per crawl
 
@@ -128,6 +130,8 @@ class Worker:
             self.zk.close()
         except Exception:  # closing a client whose server may be gone
             pass
+        if self.mongo is not None:
+            self.mongo.close()
 
 
 def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker:
@@ -152,14 +156,15 @@ def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker
     frontier = FrontierClient(redis, job, spider_type, worker_ip(s), politeness, lease_seconds=s.lease_seconds)
     info = WorkerInfo(job, spider_type, worker_ip(s), s.node_name or socket.gethostname(), os.getpid(),
                       crawlid=crawl.crawlid if crawl is not None else "")
-    committer = Committer(redis, frontier, dupefilter, catalog)
-    feed = TaskFeed(info, frontier, WorkerRegistry(redis), catalog, committer,
-                    FeedConfig.from_settings(s), listener, clock=clock, proxies=_proxies(crawler, s, spider_type),
+    mongo = clients.mongo_client(s, serverSelectionTimeoutMS=5000)  # the failures lists (messaging.failures)
+    committer = Committer(redis, frontier, dupefilter, catalog, FailureStore(mongo[s.mongo_db]), s.failures_max)
+    feed = TaskFeed(info, frontier, WorkerRegistry(redis), catalog, committer, FeedConfig.from_settings(s), listener,
+                    clock=clock, proxies=_proxies(crawler, s, spider_type),
                     adaptive=AdaptiveDelay(redis, AdaptiveRule(s.adaptive_target_concurrency, s.adaptive_max_delay)),
                     beats=WorkerRegistry(clients.redis_client(s)))  # heartbeats: a connection of their own
     feed.register()
     blocks = BlockListener(clients.redis_client(s), listener.domain_blocked, clock=clock.now,  # its own connection:
-                           name=f"blocks-{job}").start()  # it waits on the channel
+                           name=f"blocks-{job}", on_crawl_state=feed.crawl_changed).start()  # it waits on channels
     traveller = starts = None
     if crawl is not None:
         traveller = Traveller(spider, crawler.request_fingerprinter, crawl, s.request_max_bytes, crawler.stats)
@@ -170,7 +175,7 @@ def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker
     tracker = TaskTracker(spider, catalog, politeness.admits, feed.finish, crawler.stats, traveller=traveller,
                           settle_signal=item_stored if _stores_items(crawler) else signals.item_scraped,
                           outputs=lambda: _output_middleware(crawler))
-    return Worker(s, frontier, catalog, dupefilter, redirects, feed, tracker, blocks, robots, counters, zk,
+    return Worker(s, frontier, catalog, dupefilter, redirects, feed, tracker, blocks, robots, counters, zk, mongo,
                   traveller, starts)
 
 

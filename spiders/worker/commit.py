@@ -4,73 +4,74 @@ A task is *complete* (docs/architecture.md) when its response was processed, its
 are stored. The scheduler hands finished tasks here (items already stored); :meth:`Committer.commit` settles a whole
 batch of them in a few round trips, whatever its size:
 
-1. **journal** — ``ZADD NX`` of each parent's digest into ``children:{seeds}:journal`` (score: now). A digest that
-   is already there means an earlier processing of the same task stopped between marking its children in the Bloom
-   filter and pushing them: that parent re-pushes *all* its children, seen or not, so a crash never loses them.
-   A digest whose Bloom step this process completed is its own retry of a commit that Redis interrupted later (the
-   batch is kept and committed again), not a re-delivery: it pushes the children that were new to the filter at
-   its first attempt (remembered in memory) and those new now, nothing else. One interrupted in the middle of its
-   Bloom step counts as re-delivered (some children may be marked, none recorded). (Taking that retry
-   for a re-delivery once made one Redis kill -9 re-push every link of the parents in flight — a documentation
-   site's pages each link every page, with their parent as ``referer``, so each page was fetched again per parent:
-   2,858 pages for 526.)
-2. **Bloom** — one batch call per crawl filter: the parents' own URLs first (a crawl's start URL is marked when it
-   is fetched), then every child; a child goes on only if it is new (or its parent is re-delivered).
-3. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
+1. **children owed** — :class:`spiders.worker.journal.ChildrenJournal` finds the children each page owes, in three
+   round trips: the children the crawl's Bloom filter did not hold when asked (the page's *candidates*) are written
+   in the children journal before they are marked, and the page owes those then new to the filter; a page committed
+   again (its earlier commit cut off) owes the children its journal entry lists.
+2. **limits** — ``max_pages`` / ``domain_max_pages``: one atomic call per limited crawl on ``crawl:<id>`` admits
    what still fits (``enqueued`` counts every task that ever entered ``seeds``, the start URL included).
-4. **push** — one :func:`messaging.tasks.push_seeds` call for every admitted child; for a crawl ordered by importance
-   (rule field ``importance``), one :func:`spiders.worker.importance.push_by_importance` call instead, which also
-   counts every link of the batch's pages, seen or not (:mod:`spiders.worker.importance`).
-5. **revisits** — a crawl whose rule has ``revisit`` (``frontier.revisit``): the batch's pages it revisits are
+3. **push** — one call for every admitted child (for a crawl ordered by importance, rule field ``importance``, one
+   :func:`spiders.worker.importance.push_by_importance` call, which also counts every link of the batch's pages,
+   seen or not), each page's only while its journal entry is there, the entry deleted in the same call.
+4. **revisits** — a crawl whose rule has ``revisit`` (``frontier.revisit``): the batch's pages it revisits are
    scheduled (first fetches) or rescheduled with their outcome (revisits), in one Lua call — before the leases are
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
-6. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
-   ``restored``; failures by reason: :mod:`messaging.counts`, ``noindex`` among them; a request one's own spider
-   yielded that could not travel counts as a failed page ``untravelable: <what>``), one script per crawl,
-   mirrored into ``crawl:<id>``. Tasks the politeness step dropped unfetched are counted the same way
-   (:meth:`Committer.count_unfetched`: reason ``robots`` or ``blacklisted``).
-7. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
-   released, atomically per domain; then the journal entries removed, the finisher's change log
-   (``frontier.finish_hints``) and the weights' completion count. A crash anywhere leaves the task to be processed
-   again, which counts as ``restored``: a page is counted exactly once; a lost change-log entry delays a crawl's end
-   (the finisher re-reads its counts), never hastens it.
+5. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
+   ``restored``, or ``retried`` for ``crawlfleet retry``'s; failures by reason: :mod:`messaging.counts`, ``noindex``
+   among them; a request one's own spider yielded that could not travel counts as a failed page
+   ``untravelable: <what>``), one script per crawl, mirrored into ``crawl:<id>``; its verdicts go to the crawl's
+   failures list (:class:`messaging.failures.FailureStore`: a failed page kept, a recovered one dropped). Tasks the
+   politeness step dropped unfetched are counted the same way (:meth:`Committer.count_unfetched`: reason ``robots``
+   or ``blacklisted``). A batch whose commit is tried again after this step is not counted again (this process
+   remembers what it counted until the leases are acknowledged).
+6. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
+   released, atomically per domain; then the finisher's change log (``frontier.finish_hints``) and the weights'
+   completion count.
 
-A task of one's own Scrapy spider (``Task.travels``) is keyed by its request's fingerprint (the project's
-``REQUEST_FINGERPRINTER_CLASS``, carried in the task: :func:`fingerprint_of`) wherever a rule task is keyed by its
-canonical URL — the Bloom filter, the exact counts — and a child with ``dont_filter`` is pushed without asking the
-filter, as Scrapy's scheduler never asks its dupefilter about one. :meth:`Committer.push_new` pushes requests that
-have no parent task (a crawl's start requests, ``engine.crawl`` calls) through the same filter and limits.
+A crash (or a Redis restart) anywhere leaves the task to be processed again, which counts as ``restored``, and never
+loses a child nor pushes again what was pushed (:mod:`spiders.worker.journal`). A lost change-log entry delays a
+crawl's end (the finisher re-reads its counts), never hastens it.
+
+A task of one's own Scrapy spider (``Task.travels``) is keyed by its request's fingerprint
+(:func:`spiders.worker.journal.fingerprint_of`) wherever a rule task is keyed by its canonical URL — the Bloom filter,
+the exact counts, the failures list — and a child with ``dont_filter`` is pushed without asking the filter, as
+Scrapy's scheduler never asks its dupefilter about one. :meth:`Committer.push_new` pushes requests that have no
+parent task (a crawl's start requests, ``engine.crawl`` calls) through the same journal, filter and limits.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from frontier.bloom import url_fingerprint
 from frontier.client import FrontierClient, Lease
 from frontier.finish_hints import log_touched
 from frontier.registry import record_completion
 from frontier.revisit import FAILED, FETCHED, Fetched, RevisitPolicy, Schedule
 from messaging import keys
+from messaging.clients import as_text
+from messaging.counts import listed_reason
 from messaging.domains import InvalidDomain, domain_of
+from messaging.failures import DROP, KEEP, Failure, FailureStore
 from messaging.scripts import lua_script, run_scripts
-from messaging.tasks import CrawlFields, Task, push_seeds
+from messaging.settings import default
+from messaging.tasks import CrawlFields, Task
 from spiders.dupefilter import BatchDupeFilter
 from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
-from spiders.worker.importance import Link, push_by_importance, wants_importance
+from spiders.worker.importance import wants_importance
+from spiders.worker.journal import ChildrenJournal, fingerprint_of
 
 logger = logging.getLogger(__name__)
-JOURNAL_KEEP_SECONDS = 86400  # journal entries older than this belong to tasks long since redone
+LUA = Path(__file__).with_name("lua")
 
-ADMIT = lua_script(Path(__file__).with_name("lua") / "admit.lua")  # a limited crawl's children that still fit
-COUNT = lua_script(Path(__file__).with_name("lua") / "count.lua")  # pages and items once per canonical URL
+ADMIT = lua_script(LUA / "admit.lua")  # a limited crawl's children that still fit
+COUNT = lua_script(LUA / "count.lua")  # pages and items once per canonical URL
 
 
 @dataclass
@@ -83,6 +84,9 @@ class Finished:
     marks: list[str] = field(default_factory=list)  # URLs to mark seen besides the task's (where a redirect ended)
     revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
     failure: str = ""  # why the task failed (messaging.counts.failure_reason), "" when its response was processed
+    status: int | None = None  # a failure's HTTP status
+    attempts: int = 1  # a failure's downloads (Scrapy's retries included)
+    failed_at: float = 0.0  # Unix time of the failure
     refused: list[tuple[str, str]] = field(default_factory=list)  # (fingerprint hex, reason) of untravelable requests
 
 
@@ -90,16 +94,21 @@ class Finished:
 class CommitResult:
     completed: list[Lease] = field(default_factory=list)  # acknowledged now
     pushed: int = 0  # children new in seeds
-    duplicates: int = 0  # children the Bloom filter had seen
+    duplicates: int = 0  # children the page did not owe: the Bloom filter had them (pushed or owed by another page)
     over_limit: int = 0  # children refused by max_pages / domain_max_pages
-    repushed: int = 0  # children of re-delivered tasks pushed whatever the Bloom filter said
+    repushed: int = 0  # children owed by a journal entry an earlier commit of the same task left
     revisits: int = 0  # pages of revisiting crawls scheduled or rescheduled
 
 
 class Committer:
-    def __init__(self, redis: Any, frontier: FrontierClient, dupefilter: BatchDupeFilter,
-                 catalog: CrawlCatalog) -> None:
+    def __init__(self, redis: Any, frontier: FrontierClient, dupefilter: BatchDupeFilter, catalog: CrawlCatalog,
+                 failures: FailureStore | None = None,
+                 failures_max: int = default("CRAWLFLEET_FAILURES_MAX")) -> None:
+        """``failures``: the crawls' failures lists (MongoDB); without it failures are only counted."""
         self.redis = redis
+        self.failures = failures
+        self.failures_max = failures_max
+        self._verdicts: dict[str, str] = {}  # lease member -> its count's verdict, until its lease is acknowledged
         self.frontier = frontier
         self.dupefilter = dupefilter  # DUPEFILTER_CLASS (spiders.dupefilter.BloomDupeFilter): per-crawl shared sets
         self.catalog = catalog
@@ -107,33 +116,25 @@ class Committer:
         self._admit = ADMIT.on(redis)
         self.schedule = Schedule(redis)
         self._count_pages = COUNT.on(redis)
-        # parent digest -> its children that were new to the Bloom filter, recorded once this process's Bloom step
-        # for the parent completed. Finding such a parent's journal entry again is this process's own retry of a
-        # commit that Redis interrupted later on: it owes exactly these pushes. A parent whose Bloom step did not
-        # complete (Redis died in the middle of it) may have some children marked and none recorded: it is treated
-        # as re-delivered and pushes all of them.
-        self._owed: dict[str, set[bytes]] = {}
+        self.journal = ChildrenJournal(redis, dupefilter)
 
-    def commit(self, batch: Sequence[Finished], now: float) -> CommitResult:
-        """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired."""
+    def commit(self, batch: Sequence[Finished]) -> CommitResult:
+        """Settle a batch of finished tasks (see the module docstring); raises ``Fenced`` if the job was retired.
+        A batch that raised is committed again as it is (the feed keeps it): every step is safe to repeat."""
         result = CommitResult()
         if not batch:
             return result
-        digests = {id(f): _digest(f.lease.member) for f in batch if f.children}
-        redelivered = self._journal(batch, digests, now)
-        children = self._new_children(batch, redelivered, result, digests)
-        admitted = self._within_limits(children, result)
+        owed = self.journal.owed(batch)
+        result.repushed, result.duplicates = owed.repushed, owed.duplicates
+        admitted = self._within_limits([child for _, child in owed.children], result)
         important = {crawlid for crawlid in {f.lease.task.crawlid for f in batch} if self._by_importance(crawlid)}
-        if important:  # their links are counted and their new URLs pushed by importance, in one call
-            links, new = _importance_links(batch, admitted, important)
-            admitted = [task for task in admitted if task.crawlid not in important]
-            result.pushed += push_by_importance(self.redis, links, new).pushed
-        if admitted:
-            result.pushed += push_seeds(self.redis, admitted)
+        result.pushed = self.journal.push(batch, owed, admitted, important)
         result.revisits = self._revisits(batch)
         self._count(batch)
         result.completed = self.frontier.complete([f.lease for f in batch])
-        self._settle(result.completed, list(digests.values()))
+        for finished in batch:
+            self._verdicts.pop(finished.lease.member, None)
+        self._settle(result.completed)
         return result
 
     def _by_importance(self, crawlid: str) -> bool:
@@ -146,94 +147,29 @@ class Committer:
         by_namespace: dict[str, list[bytes]] = defaultdict(list)
         for task in tasks:
             if not task.travels:
-                by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(url_fingerprint(task.url))
+                by_namespace[self._namespace(task.crawlid)].append(fingerprint_of(task))
         for namespace, fingerprints in by_namespace.items():
             self.dupefilter.bloom(namespace).add_fingerprints(fingerprints)
 
-    def push_new(self, tasks: Sequence[Task]) -> int:
+    def push_new(self, name: str, tasks: Sequence[Task]) -> int:
         """Push tasks that have no parent (one's own spider's start requests, its ``engine.crawl`` calls): those new
-        to their crawl's filter (every one with ``dont_filter``), within the crawl's limits; returns how many were
-        new in ``seeds``."""
-        by_namespace: dict[str, list[Task]] = defaultdict(list)
-        new: list[Task] = []
-        for task in tasks:
-            if task.request.get("dont_filter"):
-                new.append(task)
-            else:
-                by_namespace[self.dupefilter.namespace({"crawlid": task.crawlid})].append(task)
-        for namespace, group in by_namespace.items():
-            fingerprints = [fingerprint_of(task) for task in group]
-            fresh = self.dupefilter.bloom(namespace).add_fingerprints(list(dict.fromkeys(fingerprints)))
-            first = dict(zip(dict.fromkeys(fingerprints), fresh, strict=True))
-            for task, fp in zip(group, fingerprints, strict=True):
-                if first.pop(fp, False):  # new, and its first occurrence in the batch
-                    new.append(task)
-        return push_seeds(self.redis, self._within_limits(new, CommitResult())) if new else 0
+        to their crawl's filter (every one with ``dont_filter``), within the crawl's limits, through the children
+        journal under ``name`` (:meth:`ChildrenJournal.loose`: pushing again under the same name after an
+        interruption pushes what the first attempt marked and did not push). Returns how many were new in ``seeds``."""
+        if not tasks:
+            return 0
+        owed = self.journal.loose(name, tasks)
+        admitted = self._within_limits([child for _, child in owed.children], CommitResult())
+        return self.journal.push((), owed, admitted, set())
 
     def count_refused(self, crawlid: str, refused: Sequence[tuple[str, str]]) -> None:
         """Requests without a parent task that could not travel, counted as failed pages of the crawl."""
-        self._count_pages_of({crawlid: [value for fp, reason in refused for value in (fp, 0, reason, "0")]})
+        self._count_rows({crawlid: [_refused_row(fp, reason) for fp, reason in refused]})
+
+    def _namespace(self, crawlid: str) -> str:
+        return self.dupefilter.namespace({"crawlid": crawlid})
 
     # --- steps ----------------------------------------------------------------------------------------------------
-    def _journal(self, batch: Sequence[Finished], digests: dict[int, str], now: float) -> set[int]:
-        if not digests:
-            return set()
-        pipe = self.redis.pipeline(transaction=False)
-        for digest in digests.values():
-            pipe.zadd(keys.CHILDREN_JOURNAL, {digest: now}, nx=True)
-        pipe.zremrangebyscore(keys.CHILDREN_JOURNAL, "-inf", now - JOURNAL_KEEP_SECONDS)
-        added = pipe.execute()[:-1]
-        redelivered = {key for key, new in zip(digests, added, strict=True)
-                       if not int(new) and digests[key] not in self._owed}
-        if redelivered:
-            logger.info("%d re-delivered tasks push all their children again", len(redelivered))
-        return redelivered
-
-    def _new_children(self, batch: Sequence[Finished], redelivered: set[int], result: CommitResult,
-                      digests: dict[int, str] | None = None) -> list[Task]:
-        """**Where dedup is asked of a page's links**: one batch per crawl's set, the pages' own URLs first; a child
-        goes on when it is new (or its parent is re-delivered, or this process owes it: the module docstring)."""
-        digests = digests or {}
-        new: list[Task] = []
-        by_namespace: dict[str, list[tuple[bytes, Task | None, bool, str]]] = defaultdict(list)
-        for finished in batch:
-            task = finished.lease.task
-            namespace = self.dupefilter.namespace({"crawlid": task.crawlid})
-            if not task.request.get("dont_filter"):  # Scrapy never marks a request it need not filter
-                by_namespace[namespace].append((fingerprint_of(task), None, False, ""))
-            for url in finished.marks:
-                by_namespace[namespace].append((url_fingerprint(url), None, False, ""))
-            forced = id(finished) in redelivered
-            digest = digests.get(id(finished), "")
-            for kid in finished.children:
-                if kid.request.get("dont_filter"):  # never asked of the filter, as in Scrapy's scheduler
-                    new.append(kid)
-                    continue
-                by_namespace[namespace].append((fingerprint_of(kid), kid, forced, digest))
-        for namespace, entries in by_namespace.items():
-            unique = list(dict.fromkeys(fp for fp, _, _, _ in entries))
-            fresh = dict(zip(unique, self.dupefilter.bloom(namespace).add_fingerprints(unique), strict=True))
-            for _, child, _, digest in entries:
-                if child is not None and digest:
-                    self._owed.setdefault(digest, set())  # this parent's Bloom step is complete
-            taken: set[bytes] = set()
-            for fp, child, forced, digest in entries:
-                if child is None:
-                    continue
-                # new to the filter now, or new to it when this process's interrupted attempt marked it
-                owed = fresh.get(fp) or fp in self._owed.get(digest, ())
-                if owed and digest:
-                    self._owed[digest].add(fp)
-                if forced:
-                    new.append(child)
-                    result.repushed += 1
-                elif owed and fp not in taken:
-                    taken.add(fp)
-                    new.append(child)
-                else:
-                    result.duplicates += 1
-        return new
-
     def _within_limits(self, children: list[Task], result: CommitResult) -> list[Task]:
         by_crawl: dict[str, list[Task]] = defaultdict(list)
         for child in children:
@@ -269,7 +205,7 @@ class Committer:
         for finished in batch:
             task = finished.lease.task
             crawl = self.catalog.get(task.crawlid)
-            if crawl is None or not crawl.running:
+            if crawl is None or not crawl.live:
                 continue  # a stopped crawl's schedule is purged by the master: nothing to add
             policy = policies.get(task.crawlid) or RevisitPolicy.from_rule(crawl.rule)
             if policy is None:
@@ -289,10 +225,32 @@ class Committer:
 
     def _count(self, batch: Sequence[Finished]) -> None:
         """Pages and items once per canonical URL (``spiders/worker/lua/count.lua``, one call per crawl), mirrored
-        into ``crawl:<id>``. Before the acknowledgement: counting is idempotent per URL, so a crash or a lost lease
-        after it makes the page's next processing a ``restored`` one, never a page counted twice or not at all."""
-        self._count_tasks([(f.lease.task, f.items, f.failure) for f in batch],
-                          [(f.lease.task, f.refused) for f in batch if f.refused])
+        into ``crawl:<id>``, and the failures lists as the count says. Before the acknowledgement: counting is
+        idempotent per URL, so a crash or a lost lease after it makes the page's next processing a ``restored`` one,
+        never a page counted twice or not at all; a commit this process tries again does not count again."""
+        fresh = [f for f in batch if f.lease.member not in self._verdicts]
+        verdicts = self._count_tasks([(f.lease.task, f.items, f.failure) for f in fresh],
+                                     [(f.lease.task.crawlid, f.refused) for f in fresh if f.refused])
+        self._verdicts.update((f.lease.member, verdict) for f, verdict in zip(fresh, verdicts, strict=True))
+        self._record_failures(batch)
+
+    def _record_failures(self, batch: Sequence[Finished]) -> None:
+        """A failed page the count keeps in the list is written (upserted); a recovered one, or any retried page
+        that worked, leaves it (a document a crash left behind included)."""
+        if self.failures is None:
+            return
+        keep: dict[str, list[Failure]] = defaultdict(list)
+        drop: dict[str, list[str]] = defaultdict(list)
+        for finished in batch:
+            task, verdict = finished.lease.task, self._verdicts.get(finished.lease.member, "")
+            fingerprint = fingerprint_of(task).hex()
+            if verdict == KEEP:
+                keep[task.crawlid].append(Failure(fingerprint, task, finished.failure, finished.status,
+                                                  finished.attempts, finished.failed_at or time.time(), self.job))
+            elif verdict == DROP or (task.retry and not finished.failure):
+                drop[task.crawlid].append(fingerprint)
+        for crawlid in {*keep, *drop}:
+            self.failures.apply(crawlid, keep.get(crawlid, []), drop.get(crawlid, []))
 
     def count_unfetched(self, tasks: Sequence[Task], reason: str) -> None:
         """Tasks the politeness step dropped unfetched (``robots``: robots.txt disallows them; ``blacklisted``),
@@ -301,67 +259,61 @@ class Committer:
         self._count_tasks([(task, 0, reason) for task in tasks])
 
     def _count_tasks(self, counted: Sequence[tuple[Task, int, str]],
-                     refused: Sequence[tuple[Task, Sequence[tuple[str, str]]]] = ()) -> None:
-        args: dict[str, list[Any]] = defaultdict(list)
-        for task, items, failure in counted:
-            start = "1" if task.depth == 0 and not task.travels else "0"  # one's own spider has many start requests
-            args[task.crawlid] += [fingerprint_of(task).hex(), items, failure, start]
-        for parent, requests in refused:  # requests that could not travel: failed pages, never fetched
-            args[parent.crawlid] += [value for fp, reason in requests for value in (fp, 0, reason, "0")]
-        self._count_pages_of(args)
+                     refused: Sequence[tuple[str, Sequence[tuple[str, str]]]] = ()) -> list[str]:
+        """Count the tasks (and, after them, the requests their pages yielded that could not travel: failed pages,
+        never fetched); returns each task's verdict for the failures list (``keep``, ``drop`` or '')."""
+        rows: dict[str, list[list[Any]]] = defaultdict(list)
+        order: dict[str, list[int]] = defaultdict(list)
+        for n, (task, items, failure) in enumerate(counted):
+            start = task.depth == 0 and not task.travels  # one's own spider has many start requests, no start URL
+            rows[task.crawlid].append([fingerprint_of(task).hex(), items, failure, "1" if start else "0",
+                                       "1" if listed_reason(failure) else "0", task.retry])
+            order[task.crawlid].append(n)
+        for crawlid, requests in refused:
+            rows[crawlid] += [_refused_row(fp, reason) for fp, reason in requests]
+        verdicts = [""] * len(counted)
+        for crawlid, replies in self._count_rows(rows).items():
+            for n, verdict in zip(order[crawlid], replies, strict=False):  # the refused rows' come last: none kept
+                verdicts[n] = verdict
+        return verdicts
 
-    def _count_pages_of(self, args: dict[str, list[Any]]) -> None:
-        if not args:
-            return
+    def _count_rows(self, rows: dict[str, list[list[Any]]]) -> dict[str, list[str]]:
+        """``count.lua`` for each crawl's rows, its pages and items mirrored into ``crawl:<id>``; each row's
+        verdict."""
+        rows = {crawlid: crawl_rows for crawlid, crawl_rows in rows.items() if crawl_rows}
+        if not rows:
+            return {}
         # run_scripts: one pipeline on a plain Redis, one call per crawl on a cluster (a cluster pipeline cannot
         # carry scripts; the commit failed there after its push, and its retries pushed the children again)
         added = run_scripts(self.redis, [(self._count_pages, [keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)],
-                                          crawl_args) for crawlid, crawl_args in args.items()])
+                                          [self.failures_max, *(value for row in crawl_rows for value in row)])
+                                         for crawlid, crawl_rows in rows.items()])
+        verdicts: dict[str, list[str]] = {}
         pipe = self.redis.pipeline(transaction=False)
-        for crawlid, (pages, items, _restored) in zip(args, added, strict=True):
-            if int(pages):
-                pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, int(pages))
-            if int(items):
-                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, int(items))
+        for crawlid, reply in zip(rows, added, strict=True):
+            pages, items = int(reply[0]), int(reply[1])
+            verdicts[crawlid] = [as_text(verdict) for verdict in reply[4:]]
+            if pages:
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, pages)
+            if items:
+                pipe.hincrby(keys.crawl(crawlid), CrawlFields.ITEMS, items)
         pipe.execute()
+        return verdicts
 
-    def _settle(self, completed: list[Lease], digests: list[str]) -> None:
-        """After the acknowledgement: the journal entries removed and the finisher's change log, in one pipeline;
-        the weights' completions counted."""
+    def _settle(self, completed: list[Lease]) -> None:
+        """After the acknowledgement: the finisher's change log; the weights' completions counted."""
+        if not completed:
+            return
         pipe = self.redis.pipeline(transaction=False)
-        if digests:
-            pipe.zrem(keys.CHILDREN_JOURNAL, *digests)
         log_touched(pipe, ((lease.domain, lease.task.crawlid) for lease in completed))  # the finisher looks again
         pipe.execute()
-        for digest in digests:
-            self._owed.pop(digest, None)
-        if completed:
-            record_completion(self.redis, self.job, len(completed))
+        record_completion(self.redis, self.job, len(completed))
 
 
-def _importance_links(batch: Sequence[Finished], admitted: list[Task],
-                      important: set[str]) -> tuple[list[Link], list[tuple[str, Task]]]:
-    """Each page's distinct links (every one counts, seen or not) and the admitted new URLs, of importance crawls."""
-    links: list[Link] = []
-    for finished in batch:
-        crawlid = finished.lease.task.crawlid
-        if crawlid in important:
-            fingerprints = dict.fromkeys(url_fingerprint(child.url).hex() for child in finished.children)
-            parent = url_fingerprint(finished.lease.task.url).hex()
-            links += [Link(crawlid, fingerprint, parent, len(fingerprints)) for fingerprint in fingerprints]
-    new = [(url_fingerprint(task.url).hex(), task) for task in admitted if task.crawlid in important]
-    return links, new
-
-
-def fingerprint_of(task: Task) -> bytes:
-    """What the crawl's Bloom filter and exact counts key a task by: one's own spider's request fingerprint (carried
-    in the task, ``fp``), else the canonical URL's."""
-    fp = task.request.get("fp") if task.request else None
-    return bytes.fromhex(fp) if fp else url_fingerprint(task.url)
-
-
-def _digest(member: str) -> str:
-    return hashlib.blake2b(member.encode(), digest_size=12).hexdigest()
+def _refused_row(fingerprint: str, reason: str) -> list[Any]:
+    """A request that could not travel, as ``count.lua`` counts it: a failed page, never fetched, not listed (there is
+    no task to retry)."""
+    return [fingerprint, 0, reason, "0", "0", 0]
 
 
 def _domain_or_empty(url: str) -> str:

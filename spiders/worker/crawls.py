@@ -1,8 +1,9 @@
 """What a worker knows of each crawl: its rule, limits, cookies and state, read from ``crawl:<crawlid>``.
 
 The rule is stored once per crawl (docs/architecture.md, step 2), not in every task, so a worker reads it the first time
-it meets the crawl and keeps it. The state (running, stopped, finished) and the limits are read again after
-CRAWLFLEET_CRAWL_REFRESH seconds, so that a stop reaches every worker within that time.
+it meets the crawl and keeps it. The state (running, paused, stopped, finished) and the limits are read again after
+CRAWLFLEET_CRAWL_REFRESH seconds, so that a stop or a pause reaches every worker within that time (at once, when the
+worker hears it on ``crawls:states``: :meth:`CrawlCatalog.load` with ``force``).
 
 Reads are blocking Redis calls: only the worker's feed thread calls :meth:`CrawlCatalog.load`; the reactor thread
 only calls :meth:`CrawlCatalog.get`, which answers from memory.
@@ -24,7 +25,8 @@ from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
 MAX_CRAWLS = 4096  # crawls remembered by one worker; the least recently loaded are forgotten first
-MUTABLE_FIELDS = [CrawlFields.STATE, CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES]
+MUTABLE_FIELDS = [CrawlFields.STATE, CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES,
+                  CrawlFields.PAUSED]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class CrawlInfo:
     domain_max_pages: int | None = None
     cookie: dict[str, str] = field(default_factory=dict)
     state: str = ""  # "" when the crawl hash does not exist (expired, or never written)
+    paused_since: float | None = None  # Redis time it was paused, while it is (messaging.pause)
     loaded_at: float = 0.0  # this process's monotonic clock
     # a crawl of one's own Scrapy spider (issue 35): project, spider, its arguments and settings, pinned egg
     project: str = ""
@@ -62,6 +65,16 @@ class CrawlInfo:
     def running(self) -> bool:
         return self.state == CrawlState.RUNNING
 
+    @property
+    def paused(self) -> bool:
+        """Nothing of it is fetched: its tasks are handed back and parked (``spiders.worker.pausing``)."""
+        return self.state == CrawlState.PAUSED
+
+    @property
+    def live(self) -> bool:
+        """Running or paused: its pages' children and revisits are kept (a stopped or finished crawl's are not)."""
+        return self.state in (CrawlState.RUNNING, CrawlState.PAUSED)
+
     @classmethod
     def from_hash(cls, crawlid: str, data: dict[Any, Any], loaded_at: float) -> CrawlInfo:
         text = {as_text(k): as_text(v) for k, v in data.items()}
@@ -76,6 +89,7 @@ class CrawlInfo:
             domain_max_pages=_int(text.get(CrawlFields.DOMAIN_MAX_PAGES)),
             cookie={str(k): str(v) for k, v in _json_object(text.get(CrawlFields.COOKIE), crawlid, "cookie").items()},
             state=text.get(CrawlFields.STATE, ""),
+            paused_since=_float(text.get(CrawlFields.PAUSED)),
             loaded_at=loaded_at,
             project=text.get(CrawlFields.PROJECT, ""),
             spider=text.get(CrawlFields.SPIDER, ""),
@@ -129,7 +143,8 @@ class CrawlCatalog:
                     fresh[crawlid] = replace(
                         known[crawlid], state=values[CrawlFields.STATE] or "", loaded_at=now,
                         maxdepth=_int(values[CrawlFields.MAXDEPTH]), max_pages=_int(values[CrawlFields.MAX_PAGES]),
-                        domain_max_pages=_int(values[CrawlFields.DOMAIN_MAX_PAGES]))
+                        domain_max_pages=_int(values[CrawlFields.DOMAIN_MAX_PAGES]),
+                        paused_since=_float(values[CrawlFields.PAUSED]))
                 else:
                     fresh[crawlid] = CrawlInfo.from_hash(crawlid, data or {}, now)
             with self._lock:
@@ -145,9 +160,17 @@ class CrawlCatalog:
         """Re-read every stale crawl this worker knows (stops and limits reach it within the refresh time)."""
         self.load(list(self._crawls))
 
+    def paused(self) -> set[str]:
+        """The crawls this worker knows as paused, as last read."""
+        return {crawlid for crawlid, info in self._crawls.items() if info.paused}
+
 
 def _int(value: str | None) -> int | None:
     return int(value) if value not in (None, "") else None
+
+
+def _float(value: str | None) -> float | None:
+    return float(value) if value not in (None, "") else None
 
 
 def _json_object(raw: str | None, crawlid: str, what: str) -> dict[str, Any]:

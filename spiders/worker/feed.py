@@ -15,6 +15,7 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   while the queues stay empty), or until the scheduler wakes it;
 - **reads** each crawl's rule and state once (:class:`~spiders.worker.crawls.CrawlCatalog`) before a task of the crawl
   is handed out, and re-reads known crawls so that a stop is noticed; tasks of a stopped crawl complete unfetched;
+  a paused crawl's tasks are handed back unfetched and parked until it resumes (:mod:`spiders.worker.pausing`);
 - **paces**: each lease carries the slot its hit was recorded at; the feed turns it into this process's clock
   (:class:`~spiders.worker.take.Leased`) for the scheduler, which sends the request no earlier than the slot and no
   later than its slack after it; a request without a fresh slot (a follow-up, or one that missed its slot) gets one
@@ -37,13 +38,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from frontier.adaptive import AdaptiveDelay, Sample
-from frontier.client import FrontierClient, SendSlot
+from frontier.client import FrontierClient, Lease, SendSlot
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.clock import Clock, MonotonicClock
 from messaging.counts import ROBOTS
@@ -55,6 +55,7 @@ from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.heartbeat import Heartbeat
 from spiders.worker.leases import LeaseKeeper
+from spiders.worker.pausing import Pausing
 from spiders.worker.take import FeedTake, Leased
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,10 @@ class FeedListener(Protocol):
 
     def fenced(self) -> None:
         """The job was retired by the master: the worker must stop."""
+        return None
+
+    def crawls_paused(self, crawlids: set[str]) -> None:
+        """These crawls were paused: hand back (:meth:`TaskFeed.hand_back`) every request of theirs not sent yet."""
         return None
 
 
@@ -142,18 +147,19 @@ class TaskFeed:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self.outage = OutageLog(logger, f"worker {info.job}: the feed (Redis)", clock=self.clock)
         self._fence_lock = threading.Lock()
         self.last_pass = self.clock.now()  # when this thread last began a pass (the heartbeat reports the lag)
         self.heartbeat = Heartbeat(beats or registry, info.job, config.heartbeat_interval, self._progress,
                                    on_fenced=self._fence, clock=self.clock.now)
+        self.pausing = Pausing(self)  # paused crawls: their tasks handed back and parked, taken up when resumed
 
     # --- reactor side ---------------------------------------------------------------------------------------------
     def pop(self) -> Leased | None:
         """The next leased task, with its send slot and proxy; it stays in the prefetch until its request is
         :meth:`sent` (or it finishes)."""
-        with self._lock:
+        with self.lock:
             leased = self.ready.popleft() if self.ready else None
             if leased is not None:
                 self.unsent.add(leased.member)
@@ -163,7 +169,7 @@ class TaskFeed:
         """The request of a popped task went out: its room in the prefetch is free (a follow-up's: no change)."""
         if member is None:
             return
-        with self._lock:
+        with self.lock:
             if member not in self.unsent:
                 return
             self.unsent.discard(member)
@@ -176,9 +182,22 @@ class TaskFeed:
         return len(self.ready) + len(self.unsent)
 
     def finish(self, finished: Finished) -> None:
-        with self._lock:
-            self.unsent.discard(finished.lease.member)  # finished unsent (e.g. no request could be made)
+        self.unsent_done(finished.lease.member)  # finished unsent (e.g. no request could be made)
         self.finished.put(finished)
+
+    def unsent_done(self, member: str) -> None:
+        """A popped task left the prefetch without its request going out (finished, or handed back)."""
+        with self.lock:
+            self.unsent.discard(member)
+
+    def hand_back(self, lease: Lease, hit: str = "", ip: str | None = None) -> None:
+        """A lease of a paused crawl whose request never went out (``hit``: its slot's, withdrawn): it is parked,
+        unfetched, on the feed's next pass (any thread)."""
+        self.pausing.hand_back(lease, hit, ip)
+
+    def crawl_changed(self, crawlid: str, state: str = "") -> None:
+        """A crawl was paused, resumed or stopped (``crawls:states``, any thread): its state is read again now."""
+        self.pausing.changed(crawlid, state)
 
     def reserve(self, token: Any, domain: str, withdrawn: str = "", ip: str | None = None) -> None:
         """Ask for a slot for a request that has none (a follow-up) or missed its own (``withdrawn``: its hit);
@@ -272,7 +291,9 @@ class TaskFeed:
                     next_renew = now + self.config.lease_seconds / 6
                 if now >= next_refresh:
                     self.catalog.refresh_known()
+                    self.pausing.sync()
                     next_refresh = now + self.config.crawl_refresh
+                self.pausing.turn()
                 if not self.paused and self.prefetched() < self.config.prefetch:
                     taken = self._fill()
                     self.outage.ok()
@@ -304,6 +325,12 @@ class TaskFeed:
             lease, task = leased.lease, leased.lease.task
             crawl = self.catalog.load([task.crawlid]).get(task.crawlid)
             self.held[lease.member] = (lease, self.clock.now())
+            if crawl is not None and crawl.exists and not crawl.running and not crawl.paused:
+                # finished a moment ago, or reopened by `crawlfleet retry` since: ask Redis before dropping it
+                crawl = self.catalog.load([task.crawlid], force=True).get(task.crawlid)
+            if crawl is not None and crawl.paused:
+                self.pausing.park_taken(leased)
+                continue
             if crawl is None or not crawl.running:
                 why = "stopped" if crawl is not None and crawl.exists else "unknown"
                 logger.info("dropping %s: crawl %s is %s", task.url, task.crawlid, why)
@@ -311,7 +338,7 @@ class TaskFeed:
                 continue
             if task.depth == 0:  # a start URL: mark it seen now (its children are marked when they are pushed)
                 self.committer.mark_seen([task])
-            with self._lock:
+            with self.lock:
                 was_empty = not self.ready
                 self.ready.append(leased)
             taken = True
@@ -369,8 +396,7 @@ class TaskFeed:
         if not batch:
             return
         try:
-            # the journal's time only ages out forgotten entries (after a day): this host's clock will do
-            result = self.committer.commit(batch, time.time())
+            result = self.committer.commit(batch)
         except Exception:
             for finished in batch:  # kept for the next attempt: nothing finished is lost on a Redis hiccup
                 self.finished.put(finished)
@@ -400,4 +426,5 @@ class TaskFeed:
 
     def stats(self) -> dict[str, Any]:
         return {"ready": len(self.ready), "unsent": len(self.unsent), "held": len(self.held),
-                "completed": self.completed, "paused": self.paused, "skips": dict(self.take.walk.skips)}
+                "completed": self.completed, "paused": self.paused, "skips": dict(self.take.walk.skips),
+                "crawls_paused": sorted(self.pausing.paused), "parked": self.pausing.parked}

@@ -126,6 +126,20 @@ class SendGate:
         for name in [name for name, at in self.blocked.items() if at <= now]:
             del self.blocked[name]
 
+    def withdraw(self, wanted: Callable[[Request], bool]) -> list[Request]:
+        """Take out every request held here that ``wanted`` says (a paused crawl's): waiting for its slot or a block's
+        end, for a new slot, or parked; none of them has gone out. A reservation under way is forgotten (its answer
+        finds nothing here)."""
+        taken = [entry[2] for entry in self.followups if wanted(entry[2])]
+        if taken:
+            self.followups = [entry for entry in self.followups if not wanted(entry[2])]
+            heapq.heapify(self.followups)
+        for token in [token for token, request in self.reserving.items() if wanted(request)]:
+            taken.append(self.reserving.pop(token))
+        taken += [entry[0] for entry in self.parked if wanted(entry[0])]
+        self.parked = deque(entry for entry in self.parked if not wanted(entry[0]))
+        return taken
+
     def _reserve(self, request: Request, domain: str, withdrawn: str) -> None:
         """Ask the feed for a new slot (``withdrawn``: the missed slot's hit, taken back) — at once while fewer
         reservations are under way than the downloader has free places, else when it has (:meth:`_unpark`): a

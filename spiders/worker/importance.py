@@ -54,24 +54,29 @@ class ImportanceResult:
     raised: int  # waiting in seeds, score raised
 
 
-def push_by_importance(redis: Any, links: Iterable[Link], new: Sequence[tuple[str, Task]],
-                       keep_seconds: float = KEEP_SECONDS) -> ImportanceResult:
-    """Count ``links`` (one per page and distinct URL), push ``new`` (fingerprint, task) into ``seeds`` by
-    importance and raise the waiting ones; one round trip."""
+def push_by_importance(redis: Any, links: Iterable[Link], new: Sequence[tuple[str, Task] | tuple[str, Task, int]],
+                       keep_seconds: float = KEEP_SECONDS, entries: Sequence[str] = ()) -> ImportanceResult:
+    """Count ``links`` (one per page and distinct URL), push ``new`` (fingerprint, task[, entry]) into ``seeds`` by
+    importance and raise the waiting ones; one round trip. ``entries``: the children journal's entries of the pushing
+    pages (``spiders.worker.journal``); a push naming one (its 1-based index) is made only if that entry is still
+    there, and every entry is deleted in the same call."""
     links = list(links)
     if not links and not new:
         return ImportanceResult(0, 0)
     crawls: dict[str, int] = {}
-    for crawlid in [link.crawlid for link in links] + [task.crawlid for _, task in new]:
+    for crawlid in [link.crawlid for link in links] + [push[1].crawlid for push in new]:
         crawls.setdefault(crawlid, len(crawls) + 1)
     script_keys = [keys.SEEDS, keys.SEEDS_SEQUENCE, keys.PENDING_SEEDS]
     for crawlid in crawls:
         script_keys += [keys.importance_inlinks(crawlid), keys.importance_members(crawlid)]
+    script_keys += entries
     args: list[Any] = [int(keep_seconds * 1000), len(links)]
     for link in links:
         args += [crawls[link.crawlid], link.fingerprint, link.parent, max(1, link.links)]
     args.append(len(new))
-    for fingerprint, task in new:
-        args += [crawls[task.crawlid], fingerprint, task.encode(), check_priority(task.priority), task.crawlid]
+    for fingerprint, task, *entry in new:
+        args += [crawls[task.crawlid], fingerprint, task.encode(), check_priority(task.priority), task.crawlid,
+                 entry[0] if entry else 0]
+    args.append(len(entries))
     pushed, raised = IMPORTANCE.on(redis)(keys=script_keys, args=args, client=redis)
     return ImportanceResult(int(pushed), int(raised))

@@ -15,7 +15,10 @@ blocking call, and the methods Scrapy calls on the reactor only move objects in 
 - :meth:`FleetScheduler.enqueue_request` keeps follow-ups local: they belong to the task they came from and complete
   it; where a redirect leads is asked of the crawl's dupefilter first (:meth:`FleetScheduler._redirect_is_new`);
 - :meth:`FleetScheduler.has_pending_requests` stays true while the worker runs: an idle worker waits for work instead
-  of closing, and the feed nudges the engine when tasks arrive (no 5-second heartbeat wait).
+  of closing, and the feed nudges the engine when tasks arrive (no 5-second heartbeat wait);
+- a paused crawl's requests that have not gone out — held by the gate, popped from the feed, or a follow-up of a
+  response that came back after the pause — are handed back to the feed unfetched (:meth:`FleetScheduler._hand_back`,
+  :mod:`spiders.worker.pausing`), their tasks forgotten by the tracker.
 
 **The seams a task goes through** (what the next changes to the task's path touch): a lease becomes a Request in
 :meth:`FleetScheduler._request_for` (the spider's ``request_for``, the tracker, the slot and proxy); a Request a
@@ -150,6 +153,9 @@ class FleetScheduler:
                            request)
             return False
         assert self.gate is not None  # follow-ups come from requests the open scheduler handed out
+        if self._paused(request.meta["task"].crawlid):
+            self._hand_back(request)  # a redirect or retry of a paused crawl's page: it waits, parked, whole
+            return True
         if request.meta.get("redirect_urls") and not request.meta.get("fleet_redirect_checked"):
             # Where a redirect leads may have been crawled already (a link to /index.html, then /): ask the
             # crawl's dupefilter first, off the reactor; a target seen before completes the task unfetched.
@@ -185,6 +191,10 @@ class FleetScheduler:
         which follows it to its end), and it carries its send slot and the proxy its per-IP window was taken for.
         ``None``: the task was finished at once (the spider could not make a request)."""
         assert self.worker is not None  # leases are handed out by the started worker's feed
+        if self._paused(leased.lease.task.crawlid):  # paused since the feed took it: back, unfetched
+            self.worker.feed.hand_back(leased.lease, leased.slot.hit if leased.slot is not None else "",
+                                       leased.proxy.address if leased.proxy is not None else None)
+            return None
         request = self.worker.tracker.start(leased.lease)
         if request is None:
             return None
@@ -195,6 +205,19 @@ class FleetScheduler:
         if leased.slot is not None:
             request.meta["fleet_slot"] = leased.slot
         return request
+
+    def _paused(self, crawlid: str) -> bool:
+        crawl = self.worker.catalog.get(crawlid) if self.worker is not None else None
+        return crawl is not None and crawl.paused
+
+    def _hand_back(self, request: Request) -> None:
+        """A paused crawl's request that did not go out: its task is forgotten here and its lease parked by the
+        feed, with the hit of the slot it held (withdrawn)."""
+        assert self.worker is not None  # requests are handed out by the started worker
+        lease = self.worker.tracker.forget(request.meta.get("task_member"))
+        if lease is not None:
+            slot = request.meta.get("fleet_slot")
+            self.worker.feed.hand_back(lease, slot.hit if slot is not None else "", request.meta.get("fleet_ip"))
 
     def _redirect_is_new(self, request: Request) -> bool:
         """**Where dedup is asked of a redirect** (a thread of the pool): whether its target is new to the crawl's
@@ -221,7 +244,7 @@ class FleetScheduler:
             refused = [traveller.refuse(request, problem, "to the scheduler")]
             threads.deferToThread(committer.count_refused, traveller.crawl.crawlid, refused)
             return False
-        threads.deferToThread(committer.push_new, [loose]).addErrback(
+        threads.deferToThread(committer.push_new, f"loose {loose.encode()}", [loose]).addErrback(
             lambda f: logger.error("could not push %s: %s", request, f.getErrorMessage()))
         return True
 
@@ -271,10 +294,22 @@ class FleetScheduler:
 
         reactor.callFromThread(self._domain_blocked, domain, until)
 
+    def crawls_paused(self, crawlids: set[str]) -> None:
+        from twisted.internet import reactor
+
+        reactor.callFromThread(self._hold_back, crawlids)
+
     # --- on the reactor -------------------------------------------------------------------------------------------
     def _reserved(self, token: Any, slot: SendSlot) -> None:
         if self.gate is not None:
             self.gate.reserved(token, slot)
+
+    def _hold_back(self, crawlids: set[str]) -> None:
+        """These crawls were paused: every request of theirs the gate holds goes back, unsent."""
+        if self.gate is None:
+            return
+        for request in self.gate.withdraw(lambda r: r.meta["task"].crawlid in crawlids):
+            self._hand_back(request)
 
     def _domain_blocked(self, domain: str, until: float, **_: Any) -> None:
         if self.gate is not None:

@@ -11,8 +11,11 @@ the crawl's **start claim** (``start:{seeds}:<crawlid>``, ``lua/start_claim.lua`
   ``start()`` again — what the dead one pushed is deduplicated by the crawl's Bloom filter (and ``seeds``' members);
 - ``mine``: this worker iterates ``start()``; each request becomes a task (:class:`spiders.worker.own.Traveller`; one
   that cannot travel is refused, logged and counted), and batches of them go through the crawl's filter and limits
-  into ``seeds`` (:meth:`spiders.worker.commit.Committer.push_new`) off the reactor; items ``start()`` yields go to
-  the pipelines as Scrapy sends them. When ``start()`` is exhausted (or raised, which Scrapy logs) the claim is
+  into ``seeds`` (:meth:`spiders.worker.commit.Committer.push_new`) off the reactor, through the children journal
+  under the batch's number (``start <n>``): a push that Redis cut off is tried again (a few times, backing off), and
+  one cut off by the worker's death is finished by the worker that takes the claim over, whose batch of the same
+  number pushes what the dead one marked and did not push. Items ``start()`` yields go to the pipelines as Scrapy
+  sends them. When ``start()`` is exhausted (or raised, which Scrapy logs) the claim is
   marked ``done`` (``lua/start_done.lua``).
 
 The first claim puts one pending count on the crawl, which ``done`` takes away, so the finisher cannot declare the
@@ -23,6 +26,7 @@ iterates leaves the claim to expire: another worker finishes the job.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,7 @@ DONE = lua_script(LUA / "start_done.lua", PENDING_LUA)
 CLAIM_SECONDS = 60.0  # a holder that stops renewing (dead) loses the claim after this
 ASK_AGAIN_SECONDS = 2.0  # how often a worker waiting for another's start asks again
 BATCH = 500  # start requests per push
+PUSH_ATTEMPTS = 5  # a batch whose push Redis cut off is pushed again, backing off 1, 2, 4, 8 s, before start() fails
 
 
 class StartClaim:
@@ -80,6 +85,7 @@ class StartOnce:
         self.traveller = traveller
         self.committer = committer
         self.pushed = 0
+        self.batches = 0  # pushed by this worker: the next batch's journal name
         self.stopping = False
 
     async def run(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -131,13 +137,25 @@ class StartOnce:
         return False
 
     async def _push(self, batch: list[Task], refused: list[tuple[str, str]]) -> None:
+        name = f"start {self.batches}"
+
         def push() -> int:
-            self.claim.take()  # renewed: still this worker's while it pushes
-            if refused:
-                self.committer.count_refused(self.claim.crawlid, refused)
-            return self.committer.push_new(batch) if batch else 0
+            for attempt in range(PUSH_ATTEMPTS):
+                try:
+                    self.claim.take()  # renewed: still this worker's while it pushes
+                    if refused:
+                        self.committer.count_refused(self.claim.crawlid, refused)
+                    return self.committer.push_new(name, batch)
+                except Exception as exc:  # Redis cut the push off: the journal makes pushing again safe
+                    if attempt + 1 == PUSH_ATTEMPTS or self.stopping:
+                        raise
+                    logger.warning("crawl %s: pushing start requests failed (%s); again in %d s",
+                                   self.claim.crawlid, exc, 2 ** attempt)
+                    time.sleep(2 ** attempt)  # a thread of the pool, never the reactor
+            return 0
 
         self.pushed += await _in_thread(push)
+        self.batches += 1
 
 
 def _renew_failed(failure: Any) -> None:

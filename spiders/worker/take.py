@@ -76,6 +76,14 @@ class FeedTake:
     def wake_in(self) -> float:
         return self.walk.wake_in
 
+    def withdraw(self, crawls: set[str]) -> list[Leased]:
+        """The leases of these (paused) crawls that a batch took and the walk has not handed out: they leave."""
+        mine = [lease for lease in self.extra if lease.task.crawlid in crawls]
+        if not mine:
+            return []
+        self.extra = deque(lease for lease in self.extra if lease.task.crawlid not in crawls)
+        return [self._leased.pop(lease.member) if lease.member in self._leased else Leased(lease) for lease in mine]
+
     def reopen(self, domain: str | None) -> None:
         """A domain closed under an old site config or robots.txt is asked again at the next pass (any thread)."""
         self.walk.reopen(domain)

@@ -23,6 +23,7 @@ same documents again, never new ones.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,9 @@ class InProgress:
     refused: list[tuple[str, str]] = field(default_factory=list)  # requests that could not travel (fp, reason)
     places: dict[int, int] = field(default_factory=dict)  # id(item) -> its place in the page's output
     given: set[int] = field(default_factory=set)  # places of items keyed for the store already
+    status: int | None = None  # the failure's HTTP status
+    attempts: int = 1  # the failure's downloads, Scrapy's retries included
+    failed_at: float = 0.0
 
 
 class TaskTracker:
@@ -99,6 +103,7 @@ class TaskTracker:
         if request is None:
             self._inc("fleet/task/unrequestable")
             progress.failure = failure_reason(error="unrequestable")
+            progress.attempts, progress.failed_at = 0, time.time()
             progress.output_done = True
             self._maybe_finish(progress)
             return None
@@ -169,6 +174,15 @@ class TaskTracker:
             progress.stored += int(stored)
             self._maybe_finish(progress)
 
+    def forget(self, member: str | None) -> Lease | None:
+        """The task is handed back unfinished (its crawl was paused before its request went out): no longer
+        followed; its lease, or None when it was not in progress here."""
+        progress = self.tasks.pop(member, None) if member else None
+        if progress is None:
+            return None
+        self._inc("fleet/task/handed_back")
+        return progress.lease
+
     def drop(self, member: str | None, marked_url: str = "") -> None:
         """The task ends without a response to process (e.g. its redirect led to a page crawled already)."""
         progress = self.tasks.get(member) if member else None
@@ -187,7 +201,8 @@ class TaskTracker:
             if progress is None or progress.output_done:
                 return errback(failure) if errback is not None else failure
             self._inc(f"fleet/task/failed/{_error_name(failure)}")
-            progress.failure = _reason(failure)
+            progress.failure, progress.status, progress.attempts = _reason(failure)
+            progress.failed_at = time.time()
             outputs = self.outputs()
             if errback is None or outputs is None:
                 output = errback(failure) if errback is not None else failure
@@ -205,7 +220,8 @@ class TaskTracker:
             if progress is not None and not progress.output_done:
                 self._inc(f"fleet/task/failed/{_error_name(failure)}")
                 logger.info("task %s failed: %s", progress.task.url, failure.getErrorMessage())
-                progress.failure = _reason(failure)
+                progress.failure, progress.status, progress.attempts = _reason(failure)
+                progress.failed_at = time.time()
                 progress.output_done = True
                 self._maybe_finish(progress)
             return output
@@ -218,7 +234,7 @@ class TaskTracker:
 
     def _admitted(self, parent: Task, children: list[Task]) -> list[Task]:
         crawl = self.catalog.get(parent.crawlid)
-        if crawl is not None and not crawl.running:
+        if crawl is not None and not crawl.live:  # stopped or finished (a paused crawl keeps what it found)
             self._inc("fleet/links/crawl_stopped", len(children))
             return []
         maxdepth = crawl.maxdepth if crawl is not None else None
@@ -236,7 +252,8 @@ class TaskTracker:
         if progress.output_done and progress.settled >= progress.items:
             self.tasks.pop(progress.lease.member, None)
             self.finish(Finished(progress.lease, progress.children, progress.stored, progress.marks,
-                                 progress.revisit, progress.failure, refused=progress.refused))
+                                 progress.revisit, progress.failure, progress.status, progress.attempts,
+                                 progress.failed_at, refused=progress.refused))
             self._inc("fleet/task/finished")
 
     def _inc(self, key: str, n: int = 1) -> None:
@@ -244,11 +261,15 @@ class TaskTracker:
             self.stats.inc_value(key, n)
 
 
-def _reason(failure: Failure) -> str:
-    """A failed download or an HTTP error status (Scrapy's ``HttpError`` carries the response) as counted."""
+def _reason(failure: Failure) -> tuple[str, int | None, int]:
+    """A failed download or an HTTP error status (Scrapy's ``HttpError`` carries the response) as counted, its status,
+    and how many downloads it took (Scrapy's ``retry_times`` of its last request, plus one)."""
     response = getattr(failure.value, "response", None)
     status = getattr(response, "status", None)
-    return failure_reason(status=status if isinstance(status, int) else None, error=_error_name(failure))
+    status = status if isinstance(status, int) else None
+    request = getattr(failure, "request", None) or getattr(response, "request", None)
+    meta = getattr(request, "meta", None) or {}
+    return failure_reason(status=status, error=_error_name(failure)), status, int(meta.get("retry_times") or 0) + 1
 
 
 def _error_name(failure: Failure) -> str:

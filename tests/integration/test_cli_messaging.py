@@ -58,7 +58,8 @@ def test_every_command_gets_its_answer(cf, procs, tmp_path):
     info = cli(env, "info", "daily", "--userid", "bob", "--json")
     assert info.returncode == 0, info.stderr
     answer = last_json(info)
-    assert answer["pending"] == 3 and answer["domains"] == {"example.com": {"pending": 3, "queued": 0, "leased": 0}}
+    assert answer["pending"] == 3 and answer["domains"] == {"example.com": {"pending": 3, "queued": 0, "leased": 0,
+                                                                                 "parked": 0}}
     human = cli(env, "info", "daily")
     assert human.returncode == 0 and "example.com" in human.stdout and "pending 3" in human.stdout
 
@@ -80,6 +81,12 @@ def test_every_command_gets_its_answer(cf, procs, tmp_path):
     assert cli(env, "site", "rate", "example.com", "--remove").returncode == 0
     assert cli(env, "site", "blacklist", "example.com", "--remove").returncode == 0
     assert read_site(zk, paths, "example.com") == read_site(zk, paths, "never-configured.example")
+
+    paused = cli(env, "pause", "daily", "--json")  # the request kinds pause and resume, through Kafka
+    assert paused.returncode == 0, paused.stderr
+    assert (last_json(paused)["state"], last_json(paused)["parked"]) == ("paused", 3) and redis.zcard(keys.SEEDS) == 0
+    resumed = cli(env, "resume", "daily")
+    assert resumed.returncode == 0 and "crawl daily resumed" in resumed.stdout and redis.zcard(keys.SEEDS) == 3
 
     stopped = cli(env, "stop", "daily", "--json")
     assert stopped.returncode == 0, stopped.stderr

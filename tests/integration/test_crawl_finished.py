@@ -56,8 +56,9 @@ def test_finished_only_when_nothing_is_left_and_announced_once(cf) -> None:
     assert finisher.check(T0 + 62) == []
     assert [e["crawlid"] for e in events] == ["a"]
     assert events[0] == {"event": "crawl_finished", "crawlid": "a", "userid": "u1", "spider_type": "list",
-                         "pages": 5, "items": 3, "restored": 0, "failures": {}, "start_failure": None,
-                         "event_id": f"a@{T0 + 61!r}", "finished": T0 + 61, "duration": 61.0}
+                         "pages": 5, "items": 3, "restored": 0, "retried": 0, "failures": {},
+                         "failed_urls": {"listed": 0, "unlisted": 0}, "start_failure": None,
+                         "event_id": f"a@{T0 + 61!r}", "finished": T0 + 61, "duration": 61.0, "retries": 0}
     assert redis.hget(keys.crawl("a"), CrawlFields.STATE) == b"finished"
     assert redis.hget(keys.crawl("stopped"), CrawlFields.STATE) == b"stopped"
     assert not redis.smembers(keys.FINISH_CANDIDATES)

@@ -34,7 +34,7 @@ def _commit(cf: Any, job: str, tasks: list[tuple[Task, int, str]]) -> Any:
     frontier, committer, catalog = worker_parts(cf, job)
     catalog.load([CRAWL])
     batch = [Finished(lease_one(frontier, task), items=items, failure=failure) for task, items, failure in tasks]
-    return committer.commit(batch, RedisClock(frontier.redis).now())
+    return committer.commit(batch)
 
 
 def _drain(redis: Any) -> None:
@@ -146,65 +146,6 @@ def test_the_counts_hashes_expire_with_the_crawl(cf: Any) -> None:
 def test_an_unknown_crawl_counts_nothing(cf: Any) -> None:
     counts = read_counts(cf.redis(), "nobody")
     assert (counts.pages, counts.items, counts.restored, counts.failures) == (0, 0, 0, {})
-
-
-def test_a_commit_interrupted_by_redis_and_retried_does_not_repush_seen_children(cf: Any, monkeypatch) -> None:
-    """The batch of a commit that Redis interrupted after the journal is committed again by the same process: that
-    is not a re-delivery, so children the crawl has seen are not pushed again (a Redis kill -9 once made every
-    page of a 526-page site be fetched again once per parent in flight: 2,858 pages)."""
-    from spiders.worker import commit as commit_module
-
-    redis = cf.redis()
-    start = start_crawl(redis, "http://site.test/")
-    _drain(redis)
-    frontier, committer, catalog = worker_parts(cf, "job-a")
-    catalog.load([CRAWL])
-    seen = [start.child(f"http://site.test/seen{n}") for n in range(5)]
-    committer.mark_seen(seen)  # crawled already (in the Bloom filter)
-    fresh = [start.child(f"http://site.test/new{n}") for n in range(3)]
-    finished = Finished(lease_one(frontier, start), seen + fresh, items=1)
-    real_push = commit_module.push_seeds
-    calls = []
-
-    def redis_dies_once(redis_client: Any, tasks: Any) -> int:
-        calls.append(len(tasks))
-        if len(calls) == 1:
-            raise ConnectionError("Redis went away")
-        return real_push(redis_client, tasks)
-
-    monkeypatch.setattr(commit_module, "push_seeds", redis_dies_once)
-    with pytest.raises(ConnectionError):
-        committer.commit([finished], RedisClock(redis).now())
-    result = committer.commit([finished], RedisClock(redis).now())  # the feed's retry of the same batch
-    assert result.repushed == 0
-    assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == [t.url for t in fresh]
-    assert redis.zcard(keys.CHILDREN_JOURNAL) == 0
-
-
-def test_a_commit_interrupted_inside_the_bloom_step_pushes_every_child_on_its_retry(cf: Any, monkeypatch) -> None:
-    """Redis dying in the middle of the Bloom step may leave some children marked and none recorded: the retry
-    must push them all (a page fetched twice is allowed; a page never fetched is not)."""
-    redis = cf.redis()
-    start = start_crawl(redis, "http://site.test/")
-    _drain(redis)
-    frontier, committer, catalog = worker_parts(cf, "job-a")
-    catalog.load([CRAWL])
-    children = [start.child(f"http://site.test/c{n}") for n in range(4)]
-    finished = Finished(lease_one(frontier, start), children, items=1)
-    bloom = committer.dupefilter.bloom(committer.dupefilter.namespace({"crawlid": CRAWL}))
-    real_add = type(bloom).add_fingerprints
-
-    def marks_then_dies(self: Any, fingerprints: Any) -> Any:
-        real_add(self, fingerprints)  # the marks land ...
-        raise ConnectionError("Redis went away")  # ... and the answer never comes back
-
-    monkeypatch.setattr(type(bloom), "add_fingerprints", marks_then_dies)
-    with pytest.raises(ConnectionError):
-        committer.commit([finished], RedisClock(redis).now())
-    monkeypatch.setattr(type(bloom), "add_fingerprints", real_add)
-    result = committer.commit([finished], RedisClock(redis).now())
-    assert sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)) == sorted(c.url for c in children)
-    assert result.repushed == 4
 
 
 class _DisallowPrivate:

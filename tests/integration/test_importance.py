@@ -49,7 +49,7 @@ def test_urls_linked_from_more_pages_come_first_and_rise_while_waiting(cf: Any) 
     redis = cf.redis()
     committer = committer_for(cf, {"imp": {**RULE, "importance": True}})
     result = committer.commit([page("imp", "http://a.test/1", ["http://b.test/y", "http://b.test/x"]),
-                               page("imp", "http://a.test/2", ["http://b.test/x", "http://b.test/x"])], 1.0)
+                               page("imp", "http://a.test/2", ["http://b.test/x", "http://b.test/x"])])
     assert result.pushed == 2
     assert seeds_order(redis) == ["http://b.test/x", "http://b.test/y"]  # x: 2 pages link it, y: 1
     x = Task.decode(redis.zrange(keys.SEEDS, 0, 0)[0])
@@ -57,7 +57,7 @@ def test_urls_linked_from_more_pages_come_first_and_rise_while_waiting(cf: Any) 
 
     # y is linked again by two more pages: the Bloom filter drops the links, but they count, and y rises past x
     committer.commit([page("imp", "http://a.test/3", ["http://b.test/y", "http://c.test/z"]),
-                      page("imp", "http://a.test/4", ["http://b.test/y"])], 2.0)
+                      page("imp", "http://a.test/4", ["http://b.test/y"])])
     assert seeds_order(redis) == ["http://b.test/y", "http://b.test/x", "http://c.test/z"]
     assert redis.zcard(keys.SEEDS) == 3 and int(redis.hget(keys.PENDING_SEEDS, "imp")) == 3  # counted once each
     assert int(redis.hget(keys.importance_inlinks("imp"), _fp("http://b.test/y"))) == 3
@@ -68,7 +68,7 @@ def test_a_crawl_without_the_rule_field_keeps_arrival_order(cf: Any) -> None:
     redis = cf.redis()
     committer = committer_for(cf, {"plain": RULE})
     committer.commit([page("plain", "http://a.test/1", ["http://b.test/y", "http://b.test/x"]),
-                      page("plain", "http://a.test/2", ["http://b.test/x"])], 1.0)
+                      page("plain", "http://a.test/2", ["http://b.test/x"])])
     assert seeds_order(redis) == ["http://b.test/y", "http://b.test/x"]
     assert not redis.exists(keys.importance_inlinks("plain"))
 
@@ -77,3 +77,25 @@ def _fp(url: str) -> str:
     from frontier.bloom import url_fingerprint
 
     return url_fingerprint(url).hex()
+
+
+
+def test_a_push_sent_twice_pushes_once(cf: Any, monkeypatch: Any) -> None:
+    """The children journal holds for importance crawls too (``tests/integration/test_children_journal.py``): the
+    call that pushes deletes the pages' entries and pushes only for those still there, so a push that ran, lost its
+    answer and was sent again pushes nothing twice, even once the first copies left seeds."""
+    from spiders.worker import journal
+
+    redis = cf.redis()
+    committer = committer_for(cf, {"imp": {**RULE, "importance": True}})
+    real = journal.push_by_importance
+
+    def twice(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        assert sorted(seeds_order(redis)) == ["http://b.test/x", "http://b.test/y"]
+        redis.delete(keys.SEEDS)  # dispatched meanwhile
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(journal, "push_by_importance", twice)
+    assert committer.commit([page("imp", "http://a.test/1", ["http://b.test/y", "http://b.test/x"])]).pushed == 0
+    assert seeds_order(redis) == [] and not list(redis.scan_iter(match=keys.children_journal("*")))

@@ -1,18 +1,24 @@
-"""The console's pages on real services: the fleet view, one crawl (its 404 too), a job's log tail and follow."""
+"""The console's pages on real services: the fleet view, one crawl (its 404 too, its failed URLs and its pause), a
+job's log tail and follow."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import requests
 
 from deploy.procs import wait_for
+from frontier.bloom import url_fingerprint
 from frontier.registry import WorkerInfo, WorkerRegistry
-from messaging import keys
+from messaging import failures, keys
 from messaging.clock import RedisClock
+from messaging.tasks import Task
 from tests.integration.test_manager_api import ManagerProcess
 from tests.plugins.services import Isolated, Processes
 
@@ -107,3 +113,48 @@ def test_the_stats_history_is_one_sample_a_minute_in_redis(cf: Isolated) -> None
     assert point["time"] % 60 == 0 and {"seeds", "queued", "leased", "workers", "pages_per_minute"} <= set(point)
     redis.zadd(keys.STATS_HISTORY, {'{"time": 0}': 0})
     assert len(charts.history(redis, RedisClock(redis).now())) == 1  # older than two hours: not shown
+
+
+def test_a_crawls_failed_urls_its_retry_and_its_pause_on_its_page_and_api(cf: Isolated, procs: Processes,
+                                                                          tmp_path: Path) -> None:
+    """The crawl's page says since when it is paused and offers Resume (Stop too); it lists the failed URLs with
+    their reasons as a filter; the API gives them as JSON, JSON lines and CSV, and retries them."""
+    redis = cf.redis()
+    redis.sadd(keys.CRAWLS, "flaky")
+    redis.hset(keys.crawl("flaky"), mapping={"state": "paused", "paused": "1700000000.5", "spider_type": "list",
+                                             "userid": "ann", "url": "http://b.test/", "created": "1"})
+    failed = {"/gone": ("HTTP 404", 404, 1), "/broken": ("HTTP 500", 500, 3), "/slow": ("TimeoutError", None, 3)}
+    redis.hset(keys.crawl_totals("flaky"), mapping={"pages": 4, "items": 1, "failed:HTTP 404": 1,
+                                                    "failed:HTTP 500": 1, "failed:TimeoutError": 1, "listed": 3})
+    store = cf.mongo()[failures.collection_name("flaky")]
+    for path, (reason, status, attempts) in failed.items():
+        task = Task(url=f"http://b.test{path}", crawlid="flaky", spider_type="list")
+        fingerprint = url_fingerprint(task.url).hex()
+        redis.hset(keys.crawl_counted("flaky"), fingerprint, f"l:{reason}")
+        store.insert_one({"_id": fingerprint, "url": task.url, "reason": reason, "status": status,
+                          "attempts": attempts, "time": datetime(2026, 1, 2, tzinfo=UTC), "task": task.encode(),
+                          "retry": 0, "submitted": 0})
+    manager = ManagerProcess(procs, cf.env, tmp_path / "m").start()
+    page = requests.get(f"{manager.url}/crawls/flaky", timeout=30).text
+    assert 'id="crawl-state">paused</span> <span id="paused-since">since 2023-11-14 22:13:20 UTC' in page
+    assert 'id="resume-crawl"' in page and 'id="stop-crawl"' in page and 'id="pause-crawl"' not in page
+    listed = re.search(r'<table id="failures".*?</table>', page, re.S).group(0)
+    assert listed.count('<td class="url">http://b.test/') == 3 and "<td>HTTP 500</td><td>500</td><td>3</td>" in listed
+    assert "3 listed" in page and ">HTTP 500 (1)</a>" in page and 'id="retry-crawl"' in page
+    filtered = requests.get(f"{manager.url}/crawls/flaky", params={"reason": "HTTP 500"}, timeout=30).text
+    listed = re.search(r'<table id="failures".*?</table>', filtered, re.S).group(0)
+    assert "http://b.test/broken" in listed and "http://b.test/gone" not in listed
+    assert '<input type="hidden" name="reason" value="HTTP 500">' in filtered  # the retry of what is shown
+    api = requests.get(f"{manager.url}/api/crawls/flaky/failures", params={"reason": "HTTP 404"}, timeout=30).json()
+    assert api["status"] == "ok" and [row["url"] for row in api["failures"]] == ["http://b.test/gone"]
+    assert api["reasons"] == {"HTTP 404": 1, "HTTP 500": 1, "TimeoutError": 1} and api["listed"] == 3
+    csv_text = requests.get(f"{manager.url}/api/crawls/flaky/failures", params={"format": "csv"}, timeout=30)
+    assert csv_text.headers["content-type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(csv_text.content.decode("utf-8-sig"))))
+    assert rows[0] == failures.COLUMNS and sorted(row[0] for row in rows[1:]) == [
+        "http://b.test/broken", "http://b.test/gone", "http://b.test/slow"]
+    retried = requests.post(f"{manager.url}/api/crawls/flaky/retry", params={"reason": "TimeoutError"}, timeout=30)
+    assert retried.status_code == 200 and retried.json()["submitted"] == 1 and retried.json()["state"] == "paused"
+    assert [Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1)] == ["http://b.test/slow"]
+    refused = requests.post(f"{manager.url}/api/crawls/no-such/retry", timeout=30)
+    assert refused.status_code == 400 and "no such crawl" in refused.json()["message"]

@@ -96,10 +96,10 @@ def test_info_counts_a_crawls_tasks_everywhere(cf, monitor, request, cluster):
     assert answer["status"] == "ok" and answer["kind"] == "info" and answer["userid"] == "alice"
     assert (answer["pending"], answer["queued"], answer["leased"]) == (3, 2, 1)
     assert answer["total_domains"] == 2
-    assert answer["domains"] == {"example.com": {"pending": 2, "queued": 2, "leased": 0},
-                                 "example.org": {"pending": 1, "queued": 0, "leased": 1}}
-    assert answer["jobs"] == {"job-1": {"queued": 2, "leased": 0, "domains": ["example.com"]},
-                              "job-2": {"queued": 0, "leased": 1, "domains": ["example.org"]}}
+    assert answer["domains"] == {"example.com": {"pending": 2, "queued": 2, "leased": 0, "parked": 0},
+                                 "example.org": {"pending": 1, "queued": 0, "leased": 1, "parked": 0}}
+    assert answer["jobs"] == {"job-1": {"queued": 2, "leased": 0, "parked": 0, "domains": ["example.com"]},
+                              "job-2": {"queued": 0, "leased": 1, "parked": 0, "domains": ["example.org"]}}
     assert (answer["state"], answer["items"], answer["pages"], answer["enqueued"]) == ("running", 5, 7, 12)
     assert answer["items_in_mongodb"] == 0
     assert Stats(running.redis, "redis-monitor").value("info", "lifetime") == 1
@@ -114,7 +114,7 @@ def test_stop_purges_the_crawl_and_marks_it_stopped(cf, monitor, request, cluste
     stop = {"action": "stop", "userid": "alice", "crawlid": "big", "uuid": "s-1"}
     answer = ask(isolated, running, keys.stop_request("alice", "big", "s-1"), stop)
     assert answer["status"] == "ok"
-    assert answer["purged"] == {"seeds": 3, "queues": 2, "leases": 1} and answer["total"] == 6
+    assert answer["purged"] == {"seeds": 3, "queues": 2, "leases": 1, "parked": 0} and answer["total"] == 6
     assert redis.hget(keys.crawl("big"), CrawlFields.STATE) == b"stopped"
     assert 0 < redis.ttl(keys.crawl("big")) <= isolated.settings.crawl_ttl
     remaining = [Task.decode(member).crawlid for member in redis.zrange(keys.SEEDS, 0, -1)]

@@ -22,7 +22,7 @@ from frontier.revisit import (
 from master.finisher import Finisher
 from master.revisits import RevisitMover
 from master.staging import LeadershipLost
-from messaging import keys
+from messaging import keys, pause
 from messaging.clients import as_text
 from messaging.tasks import CrawlFields, CrawlState, Task
 
@@ -175,3 +175,18 @@ def test_info_summary_and_cli(cf) -> None:
     result = CliRunner().invoke(main, ["revisits", "c", "--json"], env=cf.env)
     assert result.exit_code == 0, result.output
     assert jsonlib.loads(result.output)["scheduled"] == 3
+
+
+def test_a_paused_crawls_revisits_wait_until_it_is_resumed(cf) -> None:
+    redis = cf.redis()
+    running(redis, "c")
+    epoch = int(redis.incr(keys.MASTER_EPOCH))
+    schedule, mover = Schedule(redis), RevisitMover(redis, epoch)
+    task = Task(url="http://c.test/", crawlid="c", spider_type="universal")
+    schedule.record([Fetched(task, FETCHED)], {"c": POLICY}, now=T0)
+    pause.pause(redis, "c")
+    result = mover.round(T0 + 500)  # due long ago: postponed, not purged
+    assert (result.moved, result.purged) == (0, 0) and redis.zcard(keys.revisit_due("c")) == 1
+    assert redis.sismember(keys.REVISIT_CRAWLS, "c") and not seeds_tasks(redis)
+    pause.resume(redis, "c")
+    assert mover.round(T0 + 501).moved == 1 and [t.url for t in seeds_tasks(redis)] == [task.url]

@@ -19,7 +19,7 @@ from messaging.clock import RedisClock
 from messaging.siteconfig import Rate
 from messaging.tasks import CrawlFields, CrawlState, Task, push_seeds
 from spiders.dupefilter import BloomDupeFilter
-from spiders.worker.commit import CommitResult, Committer, Finished, _digest
+from spiders.worker.commit import Committer, Finished
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.feed import FeedConfig, TaskFeed
 
@@ -93,32 +93,6 @@ def lease_one(frontier: FrontierClient, task: Task) -> Any:
     return frontier.take(task.domain).lease
 
 
-def test_a_task_redelivered_after_a_crash_mid_commit_pushes_its_children_again(cf: Any) -> None:
-    redis = cf.redis()
-    start = start_crawl(redis, "http://site.test/")
-    redis.zrem(keys.SEEDS, start.encode())
-    frontier, committer, catalog = worker_parts(cf, "job-a")
-    catalog.load([CRAWL])
-    lease = lease_one(frontier, start)
-    finished = Finished(lease, [start.child(f"http://site.test/c{n}") for n in range(5)])
-    # job-a crashes after marking the children in the Bloom filter, before pushing them to seeds
-    digests = {id(finished): _digest(lease.member)}
-    committer._journal([finished], digests, RedisClock(redis).now())
-    committer._new_children([finished], set(), CommitResult())
-    assert redis.zcard(keys.SEEDS) == 0
-    # its lease expires and the task is processed again by job-b
-    frontier_b, committer_b, catalog_b = worker_parts(cf, "job-b")
-    catalog_b.load([CRAWL])
-    lease_b = lease_one(frontier_b, start)
-    result = committer_b.commit([Finished(lease_b, list(finished.children))], RedisClock(redis).now())
-    assert result.repushed == 5 and result.pushed == 5 and redis.zcard(keys.SEEDS) == 5
-    assert redis.zcard(keys.CHILDREN_JOURNAL) == 0
-    # a normal second look at the same links finds them all seen
-    lease_c = lease_one(frontier_b, start.child("http://site.test/other"))
-    again = committer_b.commit([Finished(lease_c, list(finished.children))], RedisClock(redis).now())
-    assert again.duplicates == 5 and again.pushed == 0
-
-
 def test_max_pages_and_domain_max_pages_admit_only_what_fits(cf: Any) -> None:
     redis = cf.redis()
     start = start_crawl(redis, "http://site.test/", max_pages=6, domain_max_pages=4)
@@ -128,7 +102,7 @@ def test_max_pages_and_domain_max_pages_admit_only_what_fits(cf: Any) -> None:
     lease = lease_one(frontier, start)
     children = [start.child(f"http://site.test/s{n}") for n in range(5)]
     children += [start.child(f"http://other.test/o{n}") for n in range(5)]
-    result = committer.commit([Finished(lease, children)], RedisClock(redis).now())
+    result = committer.commit([Finished(lease, children)])
     # 1 start page + 3 more of site.test (4 per domain) + 2 of other.test (6 in all)
     assert result.pushed == 5 and result.over_limit == 5
     queued = sorted(Task.decode(m).url for m in redis.zrange(keys.SEEDS, 0, -1))

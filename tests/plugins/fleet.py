@@ -66,9 +66,10 @@ class Fleet:
     def start_worker(self, spider: str, job: str, **env: str) -> Any:
         return self.start_workers(spider, [job], **env)[0]
 
-    def start_workers(self, spider: str, jobs: list[str], **env: str) -> list[Any]:
-        """Workers of one spider, started together (their start-ups overlap), each waited for until ready."""
-        started = [self.procs.crawlfleet("worker", "--spider", spider, "--job", job, env={**self.env, **env},
+    def start_workers(self, spider: str, jobs: list[str], *args: str, **env: str) -> list[Any]:
+        """Workers of one spider, started together (their start-ups overlap), each waited for until ready; ``args``
+        go to ``crawlfleet worker`` (e.g. ``-s DOWNLOAD_TIMEOUT=1``)."""
+        started = [self.procs.crawlfleet("worker", "--spider", spider, "--job", job, *args, env={**self.env, **env},
                                          name=f"worker-{job}") for job in jobs]
         for job, proc in zip(jobs, started, strict=True):
             self.workers[job] = proc
@@ -82,8 +83,9 @@ class Fleet:
             self._producer.send(self.cf.settings.topic_incoming, request, key=request.get("crawlid"))
         self._producer.flush(timeout=30)
 
-    def wait_finished(self, crawlids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
-        """The ``crawl_finished`` events of the crawls, waiting at most ``timeout`` seconds for all of them."""
+    def wait_finished(self, crawlids: list[str], timeout: float, retries: int = 0) -> dict[str, dict[str, Any]]:
+        """The ``crawl_finished`` events of the crawls, waiting at most ``timeout`` seconds for all of them (with
+        ``retries``: the end of that run of ``crawlfleet retry``, a crawl's later event)."""
         found: dict[str, dict[str, Any]] = {}
         consumer = clients.kafka_consumer(self.cf.settings, group_id=None)
         try:
@@ -96,7 +98,8 @@ class Fleet:
                     raise AssertionError(f"crawls did not finish in {timeout:.0f}s: {states}\n{self.diagnosis()}")
                 for records in consumer.poll(timeout_ms=200, max_records=5000).values():
                     events = (json.loads(record.value) for record in records)
-                    found.update({e["crawlid"]: e for e in events if e.get("event") == "crawl_finished"})
+                    found.update({e["crawlid"]: e for e in events if e.get("event") == "crawl_finished"
+                                  and e.get("retries", 0) == retries})
         finally:
             consumer.close()
         return found

@@ -17,10 +17,14 @@ from spiders.worker.tracker import _reason
 pytestmark = pytest.mark.unit
 
 
-def test_an_http_error_counts_by_status_and_a_download_error_by_its_type():
-    response = HtmlResponse("http://site.test/", status=404, body=b"", request=Request("http://site.test/"))
-    assert _reason(Failure(HttpError(response, "Ignoring non-200 response"))) == "HTTP 404"
-    assert _reason(Failure(TwistedTimeout("took too long"))) == "TimeoutError"
+def test_an_http_error_counts_by_status_and_a_download_error_by_its_type_with_its_downloads():
+    request = Request("http://site.test/", meta={"retry_times": 2})  # Scrapy's RetryMiddleware tried it twice more
+    response = HtmlResponse("http://site.test/", status=500, body=b"", request=request)
+    assert _reason(Failure(HttpError(response, "Ignoring non-200 response"))) == ("HTTP 500", 500, 3)
+    timeout = Failure(TwistedTimeout("took too long"))
+    assert _reason(timeout) == ("TimeoutError", None, 1)
+    timeout.request = Request("http://site.test/", meta={"retry_times": 1})  # Scrapy sets it on a download error
+    assert _reason(timeout) == ("TimeoutError", None, 2)
     assert failure_reason(status=500) == "HTTP 500"
     assert failure_reason(error="a\nb") == "a b"
 

@@ -40,7 +40,8 @@ def test_the_built_in_kinds_are_recognised_by_the_registry():
     assert detect_kind({"stats": "all"}) == "stats"
     assert [detect_kind({"action": action}) for action in ("info", "stop", "rate", "blacklist-remove")] == [
         "info", "stop", "site", "site"]
-    assert {kind.name for kind in request_kinds.kinds()} >= {"crawl", "info", "stats", "site", "stop"}
+    assert {kind.name for kind in request_kinds.kinds()} >= {"crawl", "info", "stats", "site", "stop", "pause",
+                                                             "resume"}
 
 
 def test_the_monitors_default_chains_come_from_the_registry(tmp_path):
@@ -64,7 +65,8 @@ def test_a_registered_kind_is_recognised_validated_and_chained_after_the_configu
 
 
 def test_an_unknown_action_names_every_known_one(ping):
-    with pytest.raises(Rejected, match=r"'explode' is not a known action \(one of info, rate, .*, stop, ping\)"):
+    known = r"'explode' is not a known action \(one of info, rate, .*, stop, pause, resume, ping\)"
+    with pytest.raises(Rejected, match=known):
         detect_kind({"action": "explode"})
 
 

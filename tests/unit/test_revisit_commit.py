@@ -23,7 +23,7 @@ class FakeSchedule:
 
 
 def committer(rules: dict[str, dict[str, Any]], states: dict[str, str] | None = None) -> Committer:
-    crawls = {crawlid: SimpleNamespace(rule=rule, running=(states or {}).get(crawlid, "running") == "running")
+    crawls = {crawlid: SimpleNamespace(rule=rule, live=(states or {}).get(crawlid, "running") in ("running", "paused"))
               for crawlid, rule in rules.items()}
     instance = Committer.__new__(Committer)
     instance.catalog = SimpleNamespace(get=crawls.get)

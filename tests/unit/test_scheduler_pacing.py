@@ -1,7 +1,8 @@
 """The scheduler's hand-out path (spiders.worker.scheduler and its send gate, spiders.worker.gate): a request leaves
 within its slot's span, or gets a new slot first — a leased task's request, one that missed its slot, a follow-up,
-and a slot beyond the horizon; a leased task stays in the feed's prefetch until its request goes out. Time is the
-scheduler's injected clock, which only the tests move."""
+and a slot beyond the horizon; a leased task stays in the feed's prefetch until its request goes out; a paused
+crawl's requests that have not gone out are handed back to the feed with their hits. Time is the scheduler's
+injected clock, which only the tests move."""
 
 from __future__ import annotations
 
@@ -33,6 +34,17 @@ class Feed:
         self.reserved: list[tuple[int, str, str, str | None]] = []
         self.paused = False
         self.unsent: set[str] = set()  # popped, request not sent: still in the prefetch (TaskFeed.sent)
+        self.handed_back: list[tuple[str, str, str | None]] = []  # (task url, hit, ip) of TaskFeed.hand_back
+
+    def lease_of(self, path: str, send_at: float, crawlid: str = "c") -> Lease:
+        task = Task(url=f"http://{DOMAIN}{path}", crawlid=crawlid, spider_type="list")
+        lease = Lease(DOMAIN, task.encode(), T0 + 600, hit=f"hit-{path}")
+        self.ready.append(Leased(lease, SendSlot(DOMAIN, send_at, 0.2, lease.hit)))
+        return lease
+
+    def hand_back(self, lease: Lease, hit: str = "", ip: str | None = None) -> None:
+        self.unsent.discard(lease.member)
+        self.handed_back.append((lease.task.url, hit, ip))
 
     def lease(self, path: str, send_at: float, slack: float = 0.2) -> Lease:
         task = Task(url=f"http://{DOMAIN}{path}", crawlid="c", spider_type="list")
@@ -54,15 +66,32 @@ class Feed:
 
 
 class Tracker:
+    def __init__(self) -> None:
+        self.started: dict[str, Lease] = {}
+
     def start(self, lease: Lease) -> Request:
+        self.started[lease.member] = lease
         return Request(lease.task.url, meta={"task": lease.task, "task_member": lease.member})
+
+    def forget(self, member: str | None) -> Lease | None:
+        return self.started.pop(member, None) if member else None
+
+
+class Catalog:
+    """The crawls' states as the worker read them: ``paused`` names the paused ones."""
+
+    def __init__(self) -> None:
+        self.paused: set[str] = set()
+
+    def get(self, crawlid: str) -> Any:
+        return SimpleNamespace(paused=crawlid in self.paused)
 
 
 class Worker:
     """What the scheduler serves (spiders.worker.build.Worker): a feed, a tracker, the settings; nothing to start."""
 
     def __init__(self) -> None:
-        self.feed, self.tracker = Feed(), Tracker()
+        self.feed, self.tracker, self.catalog = Feed(), Tracker(), Catalog()
         self.settings = SimpleNamespace(pace_horizon=1.0)
         self.info = SimpleNamespace(job="j", spider_type="list", ip="10.0.0.1")
         self.traveller = self.starts = None  # a rule spider's worker
@@ -194,3 +223,30 @@ def test_no_request_of_a_blocked_domain_leaves_until_the_block_ends(scheduler: F
     assert scheduler.next_request() is None
     [(_, domain, withdrawn, _)] = feed.reserved
     assert (domain, withdrawn) == (DOMAIN, "hit-/due")
+
+
+def test_a_paused_crawls_requests_go_back_to_the_feed_unsent_and_the_others_go_on(scheduler: FleetScheduler,
+                                                                                 clock: ManualClock) -> None:
+    """The pause reaches the reactor: what the gate holds of the crawl (waiting for its slot, for a new one) is
+    handed back with the hit it held; a lease popped afterwards and a follow-up of a response that came back after
+    the pause are handed back too, unfetched; another crawl's requests on the same site leave as before."""
+    feed, gate, worker = feed_of(scheduler), scheduler.gate, scheduler.worker
+    assert gate is not None and worker is not None
+    feed.lease_of("/sent", T0 - 0.01, crawlid="p")
+    sent = scheduler.next_request()
+    assert sent is not None  # in the downloader when the pause comes: it finishes normally
+    feed.lease_of("/waits", T0 + 30, crawlid="p")
+    feed.lease_of("/other", T0 + 30, crawlid="o")
+    assert scheduler.next_request() is None and len(gate.followups) == 2  # both held for their slots
+    worker.catalog.paused.add("p")  # type: ignore[attr-defined]  # the feed read the new state
+    scheduler._hold_back({"p"})
+    assert feed.handed_back == [(f"http://{DOMAIN}/waits", "hit-/waits", None)] and len(gate.followups) == 1
+    feed.lease_of("/popped", T0 - 0.01, crawlid="p")  # taken by the feed before it heard of the pause
+    assert scheduler.next_request() is None
+    assert feed.handed_back[-1] == (f"http://{DOMAIN}/popped", "hit-/popped", None)
+    retry = sent.replace(url=f"http://{DOMAIN}/sent?retry")  # a retry of the page that was in the downloader
+    assert scheduler.enqueue_request(retry) and feed.handed_back[-1][0] == f"http://{DOMAIN}/sent"
+    assert feed.unsent == {gate.followups[0][2].meta["task_member"]}  # only the other crawl's waits, unsent
+    clock.set(T0 + 30)
+    other = scheduler.next_request()
+    assert other is not None and other.url.endswith("/other")

@@ -3,8 +3,8 @@
 The crawl hash is written first, for the whole poll in one pipeline of small Lua calls (one per crawl, so each is a
 single-key script that works on a Redis Cluster): it refuses a crawl marked stopped — atomically with the write, so a
 stop that lands meanwhile is never undone — and otherwise stores the rule once, the spider type, the user and the
-limits, and marks the crawl running. The task itself is queued on the batch and lands in ``seeds`` by priority, first
-in first out within a priority.
+limits, and marks the crawl running (a paused one stays paused: :mod:`messaging.pause`). The task itself is queued on
+the batch and lands in ``seeds`` by priority, first in first out within a priority.
 
 A crawl of one's own Scrapy spider (``project`` and ``spider`` instead of ``url``, ``rule`` and ``spider_type``;
 issue 35) stores its spider type ``<project>.<spider>``, its ``args`` and ``settings`` (what every worker of the
@@ -70,7 +70,7 @@ class CrawlPlugin(Plugin):
         for crawlid, data in latest.items():
             UPSERT.queue_eval(pipe, [keys.crawl(crawlid)],
                               [CrawlFields.STATE, CrawlState.STOPPED, CrawlState.RUNNING, CrawlFields.CREATED,
-                               CrawlFields.URL, first_url[crawlid], *crawl_fields(data)])
+                               CrawlFields.URL, first_url[crawlid], CrawlState.PAUSED, *crawl_fields(data)])
             pipe.sadd(keys.CRAWLS, crawlid)
         results = pipe.execute()[::2]
         stopped = {crawlid for crawlid, ok in zip(latest, results, strict=True) if not int(ok)}

@@ -1,14 +1,16 @@
 """Info plugin (seed 4.1.3.1, table 4-3): how far one crawl has got.
 
-The answer: ``pending`` (tasks in ``seeds``), ``queued`` and ``leased`` (in workers' queues and leases),
-``total_domains`` and per ``domains`` counts, per ``jobs`` counts, and from the crawl hash its state, spider type,
-tasks ever enqueued, and the exact counts of :mod:`messaging.counts` (``pages`` and ``items`` once per canonical
-URL, ``restored``, ``failures`` by reason, ``start_failure``); ``items_in_mongodb`` counts the crawl's collection
-when MongoDB answers. ``dead_letters`` counts the crawl's tasks that the dispatcher could not place
-(``master:{seeds}:dead-letter-counts``), with the latest few and their reasons in ``dead_letter_samples``.
-``revisit`` (a crawl whose rule revisits pages, ``frontier.revisit``): :func:`revisit_summary`. ``waiting``: why
-the crawl's tasks are not being fetched right now, each reason with its figures (:mod:`messaging.waits`: paced by
-its site's rate with the next slot, robots.txt pending, blocked, backlog full, no worker of its type).
+The answer: ``pending`` (tasks in ``seeds``), ``queued`` and ``leased`` (in workers' queues and leases), ``parked``
+(a paused crawl's tasks, :mod:`messaging.pause`; ``paused``: since when, or null), ``retries`` (runs of ``crawlfleet
+retry``), ``total_domains`` and per ``domains`` counts, per ``jobs`` counts, and from the crawl hash its state,
+spider type, tasks ever enqueued, and the exact counts of :mod:`messaging.counts` (``pages`` and ``items`` once per
+canonical URL, ``restored``, ``retried``, ``failures`` by reason, ``failed_urls``, ``start_failure``);
+``items_in_mongodb`` counts the crawl's collection when MongoDB answers. ``dead_letters`` counts the crawl's tasks
+that the dispatcher could not place (``master:{seeds}:dead-letter-counts``), with the latest few and their reasons
+in ``dead_letter_samples``. ``revisit`` (a crawl whose rule revisits pages, ``frontier.revisit``):
+:func:`revisit_summary`. ``waiting``: why the crawl's tasks are not being fetched right now, each reason with its
+figures (:mod:`messaging.waits`: paced by its site's rate with the next slot, robots.txt pending, blocked, backlog
+full, no worker of its type).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from messaging import keys
 from messaging.clients import RedisClient, as_text
 from messaging.counts import read_counts
-from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
+from messaging.redis_monitor.crawl_tasks import INFLIGHT, PARKED, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.siteconfig import SitePaths
 from messaging.tasks import CrawlFields
@@ -29,7 +31,7 @@ from messaging.waits import crawl_waits, zk_rates
 
 logger = logging.getLogger("crawlfleet.redis_monitor")
 _NUMBERS = (CrawlFields.PAGES, CrawlFields.ITEMS, CrawlFields.ENQUEUED, CrawlFields.CREATED, CrawlFields.FINISHED)
-_COUNT_NAMES = {SEEDS: "pending", QUEUE: "queued", INFLIGHT: "leased"}
+_COUNT_NAMES = {SEEDS: "pending", QUEUE: "queued", INFLIGHT: "leased", PARKED: "parked"}
 DEAD_LETTER_SAMPLES = 5  # latest dead letters of the crawl shown in the answer
 DEAD_LETTER_LOOKBACK = 1000  # records of the dead-letter list searched for them
 
@@ -37,11 +39,11 @@ DEAD_LETTER_LOOKBACK = 1000  # records of the dead-letter list searched for them
 
 def crawl_info(redis: RedisClient, crawlid: str) -> dict[str, Any]:
     """Counts of one crawl's tasks by where they wait, by domain and by job."""
-    totals = {"pending": 0, "queued": 0, "leased": 0}
-    domains: dict[str, dict[str, int]] = defaultdict(lambda: {"pending": 0, "queued": 0, "leased": 0})
-    jobs: dict[str, dict[str, Any]] = defaultdict(lambda: {"queued": 0, "leased": 0, "domains": set()})
-    for key, where in task_keys(redis):
-        job = keys.parse_domain_key(key).owner if where != SEEDS else ""
+    totals = {"pending": 0, "queued": 0, "leased": 0, "parked": 0}
+    domains: dict[str, dict[str, int]] = defaultdict(lambda: {"pending": 0, "queued": 0, "leased": 0, "parked": 0})
+    jobs: dict[str, dict[str, Any]] = defaultdict(lambda: {"queued": 0, "leased": 0, "parked": 0, "domains": set()})
+    for key, where in task_keys(redis, crawlid):
+        job = keys.parse_domain_key(key).owner if where != SEEDS and key != keys.parked_seeds(crawlid) else ""
         for _, task in crawl_members(redis, key, crawlid):
             name = _COUNT_NAMES[where]
             totals[name] += 1
@@ -110,7 +112,9 @@ class InfoPlugin(Plugin):
         raw = {as_text(field): as_text(value) for field, value in context.redis.hgetall(keys.crawl(crawlid)).items()}
         answer: dict[str, Any] = {"crawlid": crawlid, "exists": bool(raw), "state": raw.get(CrawlFields.STATE),
                                   "spider_type": raw.get(CrawlFields.SPIDER_TYPE), "url": raw.get(CrawlFields.URL),
-                                  "owner": raw.get(CrawlFields.USERID)}
+                                  "owner": raw.get(CrawlFields.USERID),
+                                  "paused": float(raw[CrawlFields.PAUSED]) if raw.get(CrawlFields.PAUSED) else None,
+                                  "retries": int(raw.get(CrawlFields.RETRIES) or 0)}
         for field in _NUMBERS:
             answer[field] = int(float(raw[field])) if raw.get(field) else 0
         if raw:  # the exact counts (messaging.counts): pages, items, restored, failures by reason, start_failure

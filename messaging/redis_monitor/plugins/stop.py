@@ -1,9 +1,10 @@
 """Stop plugin: purge a crawl's tasks from ``seeds``, every queue and every lease, and refuse its new tasks.
 
 The crawl is marked stopped first (``crawl:<id>`` state, kept for CRAWLFLEET_CRAWL_TTL), so that from then on the
-Kafka monitor refuses its requests and workers and the dispatcher drop its tasks; then the tasks already waiting are
-removed by value (ZSCAN + ZREM in batches: a task a worker pops meanwhile is simply not there to remove, and the worker
-sees the stopped state). The answer says how many were purged where.
+Kafka monitor refuses its requests and workers and the dispatcher drop its tasks (``crawls:states`` tells the workers
+at once); then the tasks already waiting are removed by value (ZSCAN + ZREM in batches: a task a worker pops
+meanwhile is simply not there to remove, and the worker sees the stopped state), a paused crawl's parked tasks too
+(:mod:`messaging.pause`). The answer says how many were purged where.
 
 A crawl id that names nothing (no ``crawl:<id>`` record and no task anywhere: a typo) is answered ``rejected`` with
 "no such crawl" and marks nothing: a stopped mark would refuse that id for CRAWLFLEET_CRAWL_TTL and show a ghost row.
@@ -16,7 +17,8 @@ from typing import Any
 from messaging import keys
 from messaging.clients import RedisClient
 from messaging.clock import RedisClock
-from messaging.redis_monitor.crawl_tasks import INFLIGHT, QUEUE, SEEDS, crawl_members, task_keys
+from messaging.pause import publish_state
+from messaging.redis_monitor.crawl_tasks import INFLIGHT, PARKED, QUEUE, SEEDS, crawl_members, task_keys
 from messaging.redis_monitor.plugins import Context, Plugin, Refused
 from messaging.tasks import CrawlFields, CrawlState
 
@@ -28,8 +30,11 @@ def mark_stopped(redis: RedisClient, crawlid: str, ttl: int) -> None:
     pipe = redis.pipeline(transaction=False)
     pipe.hset(crawl, mapping={CrawlFields.STATE: CrawlState.STOPPED,
                               CrawlFields.FINISHED: int(RedisClock(redis).now())})
+    pipe.hdel(crawl, CrawlFields.PAUSED)
     pipe.expire(crawl, ttl)
+    pipe.hdel(keys.PAUSED, crawlid)  # the dispatcher parks none of its tasks any more: it drops them
     pipe.execute()
+    publish_state(redis, crawlid, CrawlState.STOPPED)
 
 
 def stop_crawl(redis: RedisClient, crawlid: str, ttl: int) -> dict[str, int] | None:
@@ -47,8 +52,8 @@ def stop_crawl(redis: RedisClient, crawlid: str, ttl: int) -> dict[str, int] | N
 
 
 def _purge(redis: RedisClient, crawlid: str) -> dict[str, int]:
-    purged = {SEEDS: 0, QUEUE: 0, INFLIGHT: 0}
-    for key, where in task_keys(redis):
+    purged = {SEEDS: 0, QUEUE: 0, INFLIGHT: 0, PARKED: 0}
+    for key, where in task_keys(redis, crawlid):
         chunk: list[bytes] = []
         for member, _ in crawl_members(redis, key, crawlid):
             chunk.append(member)
@@ -70,4 +75,5 @@ class StopPlugin(Plugin):
         if purged is None:
             raise Refused(f"no such crawl: {crawlid}", crawlid=crawlid)
         return {"crawlid": crawlid, "state": CrawlState.STOPPED, "purged": {
-            "seeds": purged[SEEDS], "queues": purged[QUEUE], "leases": purged[INFLIGHT]}, "total": sum(purged.values())}
+            "seeds": purged[SEEDS], "queues": purged[QUEUE], "leases": purged[INFLIGHT], "parked": purged[PARKED]},
+            "total": sum(purged.values())}
