@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 REFRESH_SECONDS = 2.0
 MAX_WORKERS = 64
 EVERY_HOST = "*"
+LIVE = frozenset({CrawlState.RUNNING, CrawlState.PAUSED})  # a paused crawl's job runs: its workers wait for a resume
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class CrawlView:
 
     @property
     def alive(self) -> bool:
-        return self.state == CrawlState.RUNNING and self.served
+        return self.state in LIVE and self.served
 
 
 def worker_ids(crawlid: str, count: int) -> list[str]:
@@ -167,7 +168,7 @@ class FleetCrawls:
             for crawlid in crawls:
                 pipe.hget(keys.crawl(crawlid), CrawlFields.STATE)
             states = {c: as_text(s or b"") for c, s in zip(crawls, pipe.execute(), strict=True)}
-            orphans = {c for c, state in states.items() if state == CrawlState.RUNNING and c not in local}
+            orphans = {c for c, state in states.items() if state in LIVE and c not in local}
             served = set(local) | (self._served_elsewhere(orphans) if orphans else set())
             return {c: CrawlView(state, c in served) for c, state in states.items()}
 

@@ -76,7 +76,10 @@ class TaskOutputMiddleware:
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """One's own spider's ``start()`` feeds its crawl once (the worker that holds the crawl's start claim), not
         once per worker; a rule spider's passes through (it yields nothing)."""
-        starts = getattr(self._scheduler(), "starts", None)
+        scheduler = self._scheduler()
+        if getattr(scheduler, "closing", False):  # it came after its crawl ended: start() is never run
+            return
+        starts = getattr(scheduler, "starts", None)
         if starts is None:
             async for element in start:
                 yield element

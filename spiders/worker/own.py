@@ -73,9 +73,10 @@ def spider_type_of(spider: Any, scrapy_settings: Any, settings: Settings) -> str
 
 
 def current_crawl(redis: Any, spider_type: str) -> str:
-    """The running crawl workers of ``spider_type`` started without a crawl id join ("" when none runs)."""
+    """The running (or paused) crawl workers of ``spider_type`` started without a crawl id join ("" when none)."""
     crawlid = as_text(redis.get(keys.spider_crawl(spider_type)) or b"")
-    if crawlid and as_text(redis.hget(keys.crawl(crawlid), CrawlFields.STATE) or b"") == CrawlState.RUNNING:
+    state = as_text(redis.hget(keys.crawl(crawlid), CrawlFields.STATE) or b"") if crawlid else ""
+    if state in (CrawlState.RUNNING, CrawlState.PAUSED):
         return crawlid
     return ""
 
@@ -99,7 +100,7 @@ def join_crawl(redis: Any, catalog: CrawlCatalog, settings: Settings, spider_typ
     if crawl.state in (CrawlState.FINISHED, CrawlState.STOPPED):  # joined late: the spider closes as done
         logger.info("crawl %s is %s: nothing to do", crawlid, crawl.state)
         raise CloseSpider("finished" if crawl.state == CrawlState.FINISHED else "cancelled")
-    if not crawl.running:
+    if not crawl.live:  # a paused crawl is joined: its tasks wait parked until it is resumed
         raise CrawlRefused(f"crawl {crawlid!r} is {crawl.state or 'unknown'}: nothing to do")
     return crawl
 

@@ -45,7 +45,8 @@ import logging
 from functools import partial
 from typing import Any
 
-from scrapy import Request
+from scrapy import Request, signals
+from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
@@ -79,6 +80,7 @@ class FleetScheduler:
         self._closing = False
         self._nudge_pending = False
         self._watch: Any = None  # one's own spider's worker: is its crawl still running?
+        self._close_at_open: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> FleetScheduler:
@@ -115,7 +117,29 @@ class FleetScheduler:
 
     # --- Scrapy's scheduler interface -----------------------------------------------------------------------------
     def open(self, spider: Any) -> Any:
-        return threads.deferToThread(build_worker, self.crawler, self, self.clock).addCallback(self.start)
+        return threads.deferToThread(build_worker, self.crawler, self, self.clock).addCallbacks(self.start,
+                                                                                                 self._not_built)
+
+    def _not_built(self, failure: Failure) -> None:
+        """One's own spider's worker that came after its crawl ended (``CloseSpider`` from
+        :func:`spiders.worker.own.join_crawl`): the spider opens with nothing to do (``start()`` is not run) and
+        closes at once with that reason (raised from ``spider_opened``: raised from here, Scrapy would close a spider
+        whose scraper never opened); any other failure stops the spider as it would without the fleet."""
+        if not failure.check(CloseSpider):
+            failure.raiseException()
+        reason = str(getattr(failure.value, "reason", "") or "cancelled")
+        self._closing = True
+
+        def close(**_: Any) -> None:
+            raise CloseSpider(reason)  # Scrapy closes the spider once it is open (scraper and all)
+
+        self._close_at_open = close  # the signal holds a weak reference
+        self.crawler.signals.connect(close, signal=signals.spider_opened)
+
+    @property
+    def closing(self) -> bool:
+        """Whether the spider is closing (or never had work: it came after its crawl ended)."""
+        return self._closing
 
     def start(self, worker: Worker) -> None:
         """Serve ``worker``'s tasks (on the reactor, once it is built)."""
@@ -252,7 +276,7 @@ class FleetScheduler:
         """One's own spider's worker ends with its crawl (read by the feed thread every CRAWLFLEET_CRAWL_REFRESH)."""
         assert self.worker is not None
         crawl = self.worker.catalog.get(crawlid)
-        if crawl is None or crawl.running or self._closing:
+        if crawl is None or crawl.live or self._closing:  # a paused crawl's workers wait for its resume
             return
         reason = "finished" if crawl.state == CrawlState.FINISHED else "cancelled"
         logger.info("crawl %s is %s: closing the spider", crawlid, crawl.state or "gone")
