@@ -152,8 +152,9 @@ def waiting(manager: Any, crawlid: str) -> list[dict[str, Any]]:
 
 
 def summed_scrapy_stats(redis: Any, crawlid: str) -> tuple[int, list[tuple[str, float]]]:
-    """A crawl of one's own spider: how many workers wrote their Scrapy stats, and each numeric stat summed over them
-    (``crawl:<id>:scrapystats``, written by each worker's metrics extension)."""
+    """A crawl of one's own spider: how many workers wrote their Scrapy stats, and each numeric stat over them
+    (``crawl:<id>:scrapystats``, written by each worker's metrics extension): summed, but the greatest of a stat
+    Scrapy keeps with ``max_value`` (:func:`is_max_stat`: ``request_depth_max``, ``memusage/max``, the elapsed time)."""
     totals: dict[str, float] = {}
     written = redis.hgetall(keys.crawl_scrapy_stats(crawlid)) or {}
     for raw in written.values():
@@ -163,8 +164,15 @@ def summed_scrapy_stats(redis: Any, crawlid: str) -> tuple[int, list[tuple[str, 
             continue
         for name, value in stats.items() if isinstance(stats, dict) else ():
             if isinstance(value, int | float) and not isinstance(value, bool):
-                totals[name] = totals.get(name, 0) + value
+                before = totals.get(name)
+                totals[name] = value if before is None else max(before, value) if is_max_stat(name) else before + value
     return len(written), sorted((name, round(value, 3)) for name, value in totals.items())
+
+
+def is_max_stat(name: str) -> bool:
+    """A Scrapy stat whose crawl-wide value is the greatest of its workers', not their sum: one kept with
+    ``max_value`` (``request_depth_max``, ``memusage/max``, ``…_max``), a time span, a start-up figure."""
+    return name.endswith(("_max", "/max", "elapsed_time_seconds", "/startup"))
 
 
 def reason_rows(redis: Any, crawlid: str, stopped: bool = False) -> list[dict[str, Any]]:

@@ -187,5 +187,6 @@ class Traveller:
     def request(self, task: Task) -> Request:
         """The leased task's Request again (ValueError: a callback or class this spider does not have)."""
         request = unpack(task.url, task.callback, task.meta, task.request, self.spider)
-        request.meta["depth"] = task.depth  # Scrapy's DepthMiddleware counts the children from it
+        if task.depth or task.referer:  # Scrapy's DepthMiddleware counts the children from it; a start request has
+            request.meta["depth"] = task.depth  # none, so that its response counts as depth 0, as in plain Scrapy
         return request

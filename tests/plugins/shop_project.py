@@ -101,9 +101,10 @@ def write_shop(root: Path, url: str, *, addon: bool = False, spiders: dict[str, 
     return write_project(root, NAME, url, modules, settings=SETTINGS + (FLEET_ADDON if addon else ""))
 
 
-def plain_crawl(root: Path, spider: str, base: str, out: Path) -> list[dict[str, Any]]:
-    """``scrapy crawl <spider> -a base=… -O out.jsonl`` without the fleet (``ADDONS={}``): its items."""
-    argv = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"base={base}", "-O", str(out), "-s", "ADDONS={}"]
+def plain_crawl(root: Path, spider: str, base: str, out: Path, *extra: str) -> list[dict[str, Any]]:
+    """``scrapy crawl <spider> -a base=… -O out.jsonl [extra…]`` without the fleet (``ADDONS={}``): its items."""
+    argv = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"base={base}", "-O", str(out), "-s", "ADDONS={}",
+            *extra]
     env = {**os.environ, "SCRAPY_SETTINGS_MODULE": f"{NAME}.settings"}
     done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
