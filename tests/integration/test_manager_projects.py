@@ -151,6 +151,19 @@ def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Proces
     assert "serving crawl p5 of fleettest.probe" in (tmp_path / "other" / "logs" / PROJECT / "probe" /
                                                      "p5.2.log").read_text()
 
+    # cancel.json of a crawl served on both hosts stops it on each: its start() waits for a flag never set (longer
+    # than JOB_TIMEOUT), yet both jobs finish, the other host's worker closing by itself as cancelled
+    assert schedule(manager, jobid="p6", _workers="2", _hosts="*", flag=str(tmp_path / "never.flag"))["status"] == "ok"
+    wait_for(lambda: "probe runs code v2" in log_of(manager, "probe", "p6") + log_of(other, "probe", "p6.2"),
+             JOB_TIMEOUT, "p6's start() runs")
+    other.wait_state("p6.2", "running")
+    assert manager.post("cancel.json", {"project": PROJECT, "job": "p6"}).json()["prevstate"] == "running"
+    manager.wait_state("p6", "finished")
+    other.wait_state("p6.2", "finished")
+    assert cf.redis().hget(keys.crawl("p6"), "state") == b"stopped"
+    assert "late import" not in log_of(manager, "probe", "p6") + log_of(other, "probe", "p6.2")
+    assert "Spider closed (cancelled)" in log_of(other, "probe", "p6.2")
+
     assert manager.post("delproject.json", {"project": PROJECT}).json()["status"] == "ok"
     assert client.projects() == ["crawlfleet"] and client.versions(PROJECT) == []
     assert stored(cf) == {"files": 0, "chunks": 0, "versions": 0}

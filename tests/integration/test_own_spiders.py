@@ -11,12 +11,18 @@ One fleet (a Kafka monitor, a master) and one shop site (:mod:`tests.plugins.sho
   with the crawl;
 - a spider whose requests cannot all travel (a lambda callback, an object in ``meta``): they are refused where they
   are yielded, with a message in the worker's log and a reason in the crawl's failure counts, and the rest of the
-  crawl goes on.
+  crawl goes on;
+- ``DEPTH_LIMIT`` from the crawl request's ``settings``: Scrapy's depth middleware on each worker drops what is too
+  deep, and the depth stats summed over the workers are plain Scrapy's;
+- a crawl paused mid-crawl keeps its workers (they hand its tasks back and wait; one that joins meanwhile joins the
+  paused crawl), and once resumed it ends with every page once; a worker that comes after its end closes at once.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,7 @@ import pytest
 from deploy.procs import wait_for
 from messaging import keys
 from messaging.counts import read_counts
+from messaging.pause import pause, resume
 from tests.plugins.fleet import Fleet
 from tests.plugins.services import Processes
 from tests.plugins.shop_project import canonical, plain_crawl, write_shop
@@ -58,10 +65,30 @@ class Probe(scrapy.Spider):
 """
 
 
+DEEP = """\
+import scrapy
+
+
+class Deep(scrapy.Spider):
+    name = "deep"
+
+    def __init__(self, base="", *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.base = base
+
+    async def start(self):
+        yield scrapy.Request(self.base + "/")
+
+    def parse(self, response):
+        yield {"kind": "page", "path": response.url[len(self.base):], "depth": response.meta["depth"]}
+        yield from response.follow_all(css="a")
+"""
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory, shop_site: ShopSite) -> Path:
     return write_shop(tmp_path_factory.mktemp("own") / "shop", "http://127.0.0.1:1", addon=True,
-                      spiders={"spiders/probe.py": PROBE})
+                      spiders={"spiders/probe.py": PROBE, "spiders/deep.py": DEEP})
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +155,68 @@ def test_requests_that_cannot_travel_are_refused_and_counted(
            "builtins.object, not JSON" in logs
     assert logs.count("turns the start requests of crawl probe-own into tasks") == 1
 
+
+
+def test_depth_limit_from_the_crawl_request_and_the_depth_stats(
+        fleet: Fleet, procs_module: Processes, project: Path, shop_site: ShopSite, tmp_path: Path) -> None:
+    shop_site.reset()
+    crawl = "deep-own"
+    settings = {"DEPTH_LIMIT": "1", "DEPTH_STATS_VERBOSE": "True"}
+    fleet.submit({"userid": "ann", "crawlid": crawl, "project": "shop", "spider": "deep",
+                  "args": {"base": shop_site.url}, "settings": settings})
+    wait_for(lambda: fleet.redis.hget(keys.crawl(crawl), "spider_type") == b"shop.deep", 60, "the crawl stored")
+    workers = [scrapy_crawl(fleet, procs_module, project, "deep", f"deep-w{n}") for n in (1, 2)]
+    fleet.wait_finished([crawl], WAIT)
+    hits = shop_site.counts()
+    for worker in workers:
+        wait_for(lambda w=worker: w.poll() is not None, 60, "the worker ended with its crawl")
+    stored = fleet.items(crawl)
+    plain = plain_crawl(project, "deep", shop_site.url, tmp_path / "plain.jsonl",
+                        *(f"-s{name}={value}" for name, value in settings.items()))
+    assert canonical(stored) == canonical(plain)
+    assert sorted(item["path"] for item in stored) == ["/", "/category/1", "/category/2", "/category/3", "/login"]
+    assert not [path for _, path in hits if path.startswith("/product/")]  # depth 2: dropped where it was yielded
+    assert all(n == 1 for n in hits.values()), hits
+
+    per_worker = [json.loads(raw) for raw in fleet.redis.hgetall(keys.crawl_scrapy_stats(crawl)).values()]
+    assert len(per_worker) == 2
+    assert max(stats.get("request_depth_max", 0) for stats in per_worker) == 1
+    depth_counts = {name: sum(stats.get(name, 0) for stats in per_worker)
+                    for name in ("request_depth_count/0", "request_depth_count/1")}
+    assert depth_counts == {"request_depth_count/0": 1, "request_depth_count/1": 5}
+
+
+def test_a_paused_crawl_keeps_its_workers_and_ends_once_resumed(
+        fleet: Fleet, procs_module: Processes, project: Path, shop_site: ShopSite) -> None:
+    shop_site.reset()
+    crawl = "pause-own"
+    args = ["-a", f"base={shop_site.url}", "-s", f"CRAWLFLEET_CRAWL={crawl}", "-s", "CRAWLFLEET_CRAWL_REFRESH=0.2"]
+    shop_site.delay = 0.3  # product pages: the crawl lasts long enough to be paused in the middle
+    try:
+        first = scrapy_crawl(fleet, procs_module, project, "catalog", "pause-w1", *args)
+        wait_for(lambda: fleet.items(crawl), WAIT, "a first item")
+        pause(fleet.redis, crawl)
+        wait_for(lambda: "crawls paused: pause-own" in procs_module.log(first), 30, "the worker heard the pause")
+        later = scrapy_crawl(fleet, procs_module, project, "catalog", "pause-w2", *args)  # joins the paused crawl
+        wait_for(lambda: f"serving crawl {crawl} of shop.catalog" in procs_module.log(later), 60, "w2 joined")
+        # many looks at the crawl's state later (refresh 0.2 s, the watch every second), neither worker has ended
+        time.sleep(3)
+        assert first.poll() is None and later.poll() is None, procs_module.log(first)[-2000:]
+        resume(fleet.redis, crawl)
+        fleet.wait_finished([crawl], WAIT)
+    finally:
+        shop_site.delay = 0.0
+    for worker in (first, later):
+        wait_for(lambda w=worker: w.poll() is not None, 60, "the worker ended with its crawl")
+        assert worker.returncode == 0 and "Spider closed (finished)" in procs_module.log(worker)
+    products = [item for item in fleet.items(crawl) if item["kind"] == "product"]
+    assert len(products) == len({item["url"] for item in products}) == 36
+    assert all(n == 1 for n in shop_site.counts().values()), shop_site.counts()
+
+    # a worker that comes after the crawl's end closes at once, as done, without running start() or fetching
+    hits = shop_site.counts()
+    late = scrapy_crawl(fleet, procs_module, project, "catalog", "pause-w3", *args)
+    wait_for(lambda: late.poll() is not None, 60, "the late worker ended")
+    log = procs_module.log(late)
+    assert late.returncode == 0 and "Spider closed (finished)" in log and "ERROR" not in log, log[-3000:]
+    assert "start requests" not in log and shop_site.counts() == hits
