@@ -50,8 +50,9 @@ check: venv
 	@status=0; $(MAKE) -s lint || status=1; $(PY) -m pytest -m unit -q -n auto -p no:cacheprovider $(PYTEST_ARGS) || status=1; \
 	exit $$status
 
-# ruff, the floors (pyproject [tool.importlinter]: an import up a floor fails), then the types of messaging, frontier,
-# master and spiders/worker (pyproject [tool.mypy]); all run, any fails the target
+# ruff, the floors (pyproject [tool.importlinter]: an import up a floor fails), then the types (pyproject [tool.mypy]:
+# strict on messaging, frontier, master and spiders/worker, mypy's defaults on the rest of spiders, the manager and
+# deploy); all run, any fails the target
 lint: venv
 	@status=0; $(VENV)/bin/ruff check . || status=1; $(VENV)/bin/lint-imports --no-cache || status=1; \
 	$(VENV)/bin/mypy || status=1; exit $$status

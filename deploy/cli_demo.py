@@ -227,7 +227,7 @@ def _read_outbound(waiter: AnswerWaiter, requests: list[dict[str, Any]], crawls:
             if message.get("uuid") in by_uuid and message.get("status") not in ("accepted", "duplicate"):
                 raise click.ClickException(f"crawl {by_uuid[message['uuid']]['crawlid']} was not accepted: "
                                            f"{message.get('status')}: {message.get('reason')}")
-            crawl = by_id.get(message.get("crawlid"))
+            crawl = by_id.get(message.get("crawlid", ""))
             if message.get("event") == "crawl_finished" and crawl is not None and crawl.finished is None:
                 crawl.finished, crawl.event = time.monotonic(), message
 

@@ -38,7 +38,7 @@ def _run_dir() -> str:
 
 def _workers_options(command: Any) -> Any:
     """``--workers-<type> N`` for each spider type of the registry (messaging.spider_types), its default there."""
-    for entry in reversed(spider_types.REGISTRY.values()):
+    for entry in reversed(list(spider_types.REGISTRY.values())):
         command = click.option(f"--workers-{entry.name}", f"workers_{entry.name}", default=entry.workers,
                                show_default=True, type=click.IntRange(0),
                                help=f"Workers of the {entry.name} spider.")(command)
@@ -145,7 +145,8 @@ def supervisor_line(status: dict[str, Any]) -> str:
 
 
 def fleet_table(report: dict[str, Any], web: dict[str, Any] | None = None) -> Table:
-    aof = {True: "Redis AOF on", False: "Redis AOF off"}.get(report.get("redis_aof"), "")
+    redis_aof = report.get("redis_aof")
+    aof = ("Redis AOF on" if redis_aof else "Redis AOF off") if isinstance(redis_aof, bool) else ""
     title = f"crawlfleet fleet ({report.get('owner') or 'not running'}{', ' + aof if aof else ''})"
     table = Table(title=title)
     for column in ("process", "pid", "state", "job", "log"):

@@ -96,9 +96,10 @@ def serve(bind: str | None, port: int | None, validate: bool) -> None:
     """Serve GET /proxy and GET /proxies (JSON), and keep the pool checked, until SIGTERM."""
     import logging
 
-    from twisted.internet import reactor
+    from twisted.internet.address import IPv4Address, IPv6Address
     from twisted.web import server
 
+    from messaging.reactor import running_reactor, serve_http
     from messaging.service import setup_logging
     from messaging.settings import load
     from spiders.proxies.resource import ProxyPoolResource
@@ -110,9 +111,10 @@ def serve(bind: str | None, port: int | None, validate: bool) -> None:
     store = ProxyStore.from_settings(settings)
     bind = bind or settings["CRAWLFLEET_PROXY_API_BIND"]
     port = port if port is not None else settings["CRAWLFLEET_PROXY_API_PORT"]
-    listening = reactor.listenTCP(port, server.Site(ProxyPoolResource(store)), interface=bind)
+    reactor = running_reactor()
+    bound = serve_http(server.Site(ProxyPoolResource(store)), port, bind).getHost()
     logging.getLogger("crawlfleet.proxies").info("proxy API listening on http://%s:%d", bind,
-                                                 listening.getHost().port)
+                                                 bound.port if isinstance(bound, IPv4Address | IPv6Address) else port)
     if validate:
         Validator.from_settings(settings, store=store, reactor=reactor).run_periodically(
             settings["CRAWLFLEET_PROXY_CHECK_INTERVAL"])

@@ -161,11 +161,12 @@ def site_show(host: str, as_json: bool) -> None:
         redis.close()
     delay = state.delay if applied["adaptive"] else 0.0
     spacing = max(applied["spacing"] or 0.0, delay) if applied["rate"] else None
+    sampled_ago = now - state.at if state.at else None
     shown = {
         "domain": domain, "host": host, "path": paths.site(domain), "effective": applied,
         "spacing_now": spacing,
         "adaptive": {"delay": state.delay, "latency": state.latency, "errors": state.errors,
-                     "sampled_ago": now - state.at if state.at else None},
+                     "sampled_ago": sampled_ago},
         "robots": {"cached": bool(robots), "hosts": robots,
                    "crawl_delay": next((r["crawl_delay"] for r in robots.values()), None),
                    "expires_in": next((r["expires_in"] for r in robots.values()), None)},
@@ -179,7 +180,7 @@ def site_show(host: str, as_json: bool) -> None:
     console.print(f"  spacing:   {'none allowed' if spacing is None else f'{spacing:g} s between hits'}"
                   f" (per spider type and per host IP)")
     if applied["adaptive"]:
-        ago = f", last sample {shown['adaptive']['sampled_ago']:.0f} s ago" if state.at else ", no sample yet"
+        ago = f", last sample {sampled_ago:.0f} s ago" if sampled_ago is not None else ", no sample yet"
         console.print(f"  adaptive:  delay {state.delay:g} s (latency {state.latency:g} s, {state.errors} errors "
                       f"in a row{ago})")
     else:
@@ -190,8 +191,8 @@ def site_show(host: str, as_json: bool) -> None:
                       highlight=False, soft_wrap=True)
     for cached_host, entry in robots.items():
         expires = f", expires in {entry['expires_in']:.0f} s" if entry["expires_in"] else ""
-        delay = f"{entry['crawl_delay']:g}" if entry["crawl_delay"] else "none"
-        console.print(f"  robots:    cached for {cached_host}{expires}; Crawl-delay {delay}", highlight=False,
+        crawl_delay = f"{entry['crawl_delay']:g}" if entry["crawl_delay"] else "none"
+        console.print(f"  robots:    cached for {cached_host}{expires}; Crawl-delay {crawl_delay}", highlight=False,
                       soft_wrap=True)
     blocked = shown["blocked_for"]
     console.print(f"  block:     {'none' if blocked is None else f'{blocked:.0f} s left (Retry-After)'}")

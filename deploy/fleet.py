@@ -197,14 +197,14 @@ def write_targets(env: Mapping[str, str]) -> str | None:
 def _start_new(run_dir: Path, spec: FleetSpec, env: dict[str, str]) -> list[str]:
     numbers = read_state(run_dir).get("fleet_jobs", {})
     processes = plan(spec, node_name(load(env)), {spider: numbers.get(spider, 0) + 1 for spider in SPIDER_TYPES})
-    record = {"owner": spec.owner, "redis_aof": spec.redis_aof, "started": time.time(),
-              "connection": _connection(env), "processes": []}
+    record: dict[str, Any] = {"owner": spec.owner, "redis_aof": spec.redis_aof, "started": time.time(),
+                              "connection": _connection(env), "processes": []}
 
     def remember(state: dict[str, Any]) -> None:
         state["fleet"] = record
         jobs = state.setdefault("fleet_jobs", {})
         for process in processes:
-            if process.role == "worker":
+            if process.role == "worker" and process.job:
                 number = int(process.job.rsplit("-", 1)[1])
                 jobs[process.spider] = max(jobs.get(process.spider, 0), number)
 

@@ -105,7 +105,8 @@ def _template(joined: ast.JoinedStr, constants: dict[str, str]) -> str:
         if isinstance(value, ast.Constant):
             parts.append(str(value.value))
             continue
-        expr = value.value  # a FormattedValue: a parameter, a module constant, or a checker called on a parameter
+        assert isinstance(value, ast.FormattedValue)  # an f-string holds text and formatted values only
+        expr = value.value  # a parameter, a module constant, or a checker called on a parameter
         if isinstance(expr, ast.Call) and expr.args:
             expr = expr.args[0]
         if isinstance(expr, ast.Name) and expr.id in constants:

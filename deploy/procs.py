@@ -87,11 +87,11 @@ def spawn(
     cwd: str | os.PathLike[str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start a child in its own process group (so that stopping it also stops what it started)."""
-    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    log = open(log_path, "ab") if log_path else None  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(
             list(argv),
-            stdout=log,
+            stdout=log if log is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=dict(env) if env is not None else None,
@@ -99,7 +99,7 @@ def spawn(
             start_new_session=True,
         )
     finally:
-        if log_path:
+        if log is not None:
             log.close()
 
 

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -86,7 +87,7 @@ class Supervisor:
                 since = self.watches[f"service:{name}"].since
                 since = now if since is None else since
                 logger.warning("supervisor: restarting %s: unhealthy for %.0fs (%s)", name, now - since, detail)
-                self._restart(f"service:{name}", now, lambda name=name: self.actions.restart_service(name))
+                self._restart(f"service:{name}", now, partial(self.actions.restart_service, name))
                 done.append(f"service:{name}")
         processes = self.actions.processes()
         jobs = [p["job"] for p in processes if p.get("role") == "worker" and p.get("job") and p.get("alive")]
@@ -99,7 +100,7 @@ class Supervisor:
             if self._due(f"process:{process['name']}", healthy, now, why, bound=0.0):
                 logger.warning("supervisor: replacing %s: %s", process["name"], why)
                 self._restart(f"process:{process['name']}", now,
-                              lambda p=process, f=fenced: self.actions.replace(p["name"], kill=f))
+                              partial(self.actions.replace, process["name"], kill=fenced))
                 done.append(f"process:{process['name']}")
         return done
 

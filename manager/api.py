@@ -161,7 +161,8 @@ class Site(AnswerResource):
         except ApiError as exc:
             write_json(request, {"status": "rejected", "reason": exc.message}, exc.code)
             return server.NOT_DONE_YET
-        message = {key: body[key] for key in ("action", "rate", "window", "burst", "adaptive") if key in body}
+        message: dict[str, Any] = {key: body[key] for key in ("action", "rate", "window", "burst", "adaptive")
+                                   if key in body}
         message.update(domain=self.domain, userid=body.get("userid") or DEFAULT_USER)
         return self.ask(request, message, "site")
 

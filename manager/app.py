@@ -49,6 +49,7 @@ from messaging import clients, discovery, keys
 from messaging.clients import as_text
 from messaging.health import Beat, Health, redis_answers
 from messaging.outage import OutageLog
+from messaging.reactor import IFleetReactor, running_reactor
 
 logger = logging.getLogger(__name__)
 HISTORY_SAMPLE_SECONDS = 15.0  # every manager tries this often; one sample per minute is written
@@ -59,10 +60,8 @@ T = TypeVar("T")
 class Manager:
     """The manager's state and actions (used by every resource)."""
 
-    def __init__(self, config: ManagerConfig, reactor: Any = None) -> None:
-        if reactor is None:
-            from twisted.internet import reactor
-        self.reactor = reactor
+    def __init__(self, config: ManagerConfig, reactor: IFleetReactor | None = None) -> None:
+        self.reactor = reactor if reactor is not None else running_reactor()
         self.config = config
         self.project = PROJECT
         self.queue = SqlitePendingQueue(config.dbs_dir / "pending.db")
@@ -70,7 +69,7 @@ class Manager:
         self.poller = QueuePoller(self.queue)
         env = {**os.environ, **config.settings.as_env()}
         self.launcher = Launcher(self.poller, self.history, config.logs_dir, config.max_proc, config.project_dir,
-                                 config.kill_timeout, env=env, reactor=reactor, work_dir=config.work_dir)
+                                 config.kill_timeout, env=env, reactor=self.reactor, work_dir=config.work_dir)
         self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
         self.projects = Projects(config.settings, self.mongo_db, self.launcher.env, config.work_dir, PROJECT,
                                  self.in_thread)
@@ -143,7 +142,8 @@ class Manager:
         project deleted since stays visible and can be cancelled)."""
         if project == self.project:
             return defer.succeed(self.builtin)
-        if any(j.project == project for j in (*self.pending(), *(p.job for p in self.running()), *self.finished())):
+        known: list[Job | JobRecord] = [*self.pending(), *(p.job for p in self.running()), *self.finished()]
+        if any(j.project == project for j in known):
             return defer.succeed(True)
         return self.projects.exists(project)
 
@@ -327,7 +327,8 @@ class _Lifecycle(MultiService):
         return d
 
 
-def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiService, Manager, server.Site]:
+def application(config: ManagerConfig, reactor: IFleetReactor | None = None) -> tuple[MultiService, Manager,
+                                                                                     server.Site]:
     """The services (launcher, poll timer, heartbeat timer, HTTP server), the manager and its site."""
     from manager.website import build_site
 
@@ -348,8 +349,9 @@ def application(config: ManagerConfig, reactor: Any = None) -> tuple[MultiServic
 
 def run(config: ManagerConfig) -> None:
     """Serve until SIGTERM/SIGINT; then stop the spiders (SIGTERM, SIGKILL after the timeout) and leave."""
-    from twisted.internet import reactor
     from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    reactor = running_reactor()
 
     globalLogBeginner.beginLoggingTo([STDLibLogObserver()], redirectStandardIO=False)
     services, manager, _ = application(config, reactor)

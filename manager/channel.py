@@ -22,10 +22,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from twisted.internet.interfaces import IDelayedCall, ITCPTransport
+from twisted.internet.protocol import connectionDone
+from twisted.python.failure import Failure
 from twisted.web import http, server
+
+if TYPE_CHECKING:
+    from manager.website import ManagerSite
 
 DRAIN_SECONDS = 2.0  # after a refusal: how long the rest of the request is read and dropped
 DRAIN_BYTES = 4 * 1024 * 1024  # and how much of it at most
@@ -57,12 +64,13 @@ class ManagerRequest(server.Request):
 class ManagerChannel(http.HTTPChannel):
     """An HTTP/1.1 channel with the limits and timeouts of the module docstring (``site.limits``)."""
 
-    site: Any
+    site: ManagerSite  # set by the site that builds the channel
+    transport: ITCPTransport | None  # the manager listens on TCP (manager.app: TCPServer)
 
     def __init__(self) -> None:
         super().__init__()
         self._phase = HEADERS
-        self._timer: Any = None
+        self._timer: IDelayedCall | None = None
         self._body_read = 0
         self._started = False  # a byte of the next request arrived
         self._refused = False
@@ -70,14 +78,15 @@ class ManagerChannel(http.HTTPChannel):
 
     @property
     def limits(self) -> Limits:
-        return self.site.limits  # type: ignore[no-any-return]
+        return self.site.limits
 
     # --- timers ---------------------------------------------------------------------------------------------------
     def _arm(self, phase: str) -> None:
         self._disarm()
         self._phase = phase
         seconds = self.limits.header_timeout if phase == HEADERS else self.limits.body_timeout
-        self._timer = self.callLater(seconds, self._too_slow, phase)
+        # one callable: TimeoutMixin's own callLater (a channel no site built) passes no arguments
+        self._timer = self.callLater(seconds, partial(self._too_slow, phase))
 
     def _disarm(self) -> None:
         if self._timer is not None and self._timer.active():
@@ -154,7 +163,7 @@ class ManagerChannel(http.HTTPChannel):
         self._arm(HEADERS)  # the next request (or an idle kept-alive connection) has its own deadline
         super().requestDone(request)
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._disarm()
         super().connectionLost(reason)
 

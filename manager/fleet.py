@@ -52,13 +52,14 @@ def workers(redis: Any, window_minutes: int, heartbeat_ttl: float | None = None,
     result = []
     for job, info in sorted(infos.items()):
         rate = rates[job].rate if job in rates else None
+        job_health = health.get(job)
         result.append({
             "job": job, "spider_type": info.spider_type, "host": info.host, "ip": info.ip, "pid": info.pid,
             "weight": None if rate is None else round(rate, 2), "speed": activity[job][0],
             "completed": activity[job][1], "queued": depths[job][0], "leased": depths[job][1],
             "last_heartbeat": live.get(job), "started": info.started,
-            "state": health[job].state if job in health else "gone",
-            "lag": round(health[job].lag, 1) if job in health and health[job].lag is not None else None,
+            "state": job_health.state if job_health is not None else "gone",
+            "lag": round(job_health.lag, 1) if job_health is not None and job_health.lag is not None else None,
         })  # fmt: skip
     return result
 
@@ -98,7 +99,7 @@ def crawls(redis: Any, limit: int = CRAWLS_SHOWN) -> list[dict[str, Any]]:
     pipe.hgetall(keys.PENDING_SEEDS)
     *hashes, in_seeds = pipe.execute()
     seeds = {as_text(k): int(v) for k, v in in_seeds.items()}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for crawlid, raw in zip(ids, hashes, strict=True):
         data = {as_text(k): as_text(v) for k, v in raw.items()}
         rows.append({

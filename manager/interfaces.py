@@ -8,20 +8,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zope.interface import Attribute, Interface
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+    from manager.jobs import Job, JobRecord
 
 
 class IPendingQueue(Interface):
-    def add(job: object) -> None:
-        """Queue a job (a :class:`manager.jobs.Job`); its priority orders the queue, FIFO within one priority."""
+    def add(job: Job) -> None:
+        """Queue a job; its priority orders the queue, FIFO within one priority."""
 
-    def pop() -> object:
+    def pop() -> Job | None:
         """The next job, removed from the queue, or None."""
 
     def remove(job_id: str) -> bool:
         """Remove a pending job; True when it was there."""
 
-    def list() -> list:
+    def list() -> list[Job]:
         """The pending jobs, next first."""
 
     def count() -> int:
@@ -29,10 +36,10 @@ class IPendingQueue(Interface):
 
 
 class IPoller(Interface):
-    def poll() -> object:
-        """Move pending jobs to slots that wait for one (a Deferred)."""
+    def poll() -> None:
+        """Move pending jobs to slots that wait for one."""
 
-    def next() -> object:
+    def next() -> Deferred[Job]:
         """A Deferred that fires with the next job for a free slot."""
 
 
@@ -44,8 +51,8 @@ class ILauncher(Interface):
 
 
 class IJobHistory(Interface):
-    def add(record: object) -> None:
+    def add(record: JobRecord) -> None:
         """Keep a finished job (the oldest ones beyond the bound are forgotten)."""
 
-    def list() -> list:
+    def list() -> list[JobRecord]:
         """Finished jobs, latest first."""

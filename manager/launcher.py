@@ -28,6 +28,7 @@ from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet import defer, error, protocol
+from twisted.internet.interfaces import IDelayedCall, IProcessTransport, IReactorTime
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -35,6 +36,7 @@ from manager.history import SqliteJobHistory
 from manager.interfaces import ILauncher
 from manager.jobs import Job, JobRecord
 from manager.poller import QueuePoller
+from messaging.reactor import IFleetReactor, running_reactor
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,9 @@ def log_path(logs_dir: Path, project: str, spider: str, job: str) -> Path:
 class SpiderProcess(protocol.ProcessProtocol):
     """One running job; ``deferred`` fires with its :class:`JobRecord` when the process has ended."""
 
-    def __init__(self, job: Job, log_file: Path, clock: Any) -> None:
+    transport: IProcessTransport  # spawnProcess sets it before connectionMade (Twisted's None is for before)
+
+    def __init__(self, job: Job, log_file: Path, clock: IReactorTime) -> None:
         self.job = job
         self.clock = clock
         self.record = JobRecord(job.project, job.spider, job.job, None, time.time(), log_path=str(log_file),
@@ -54,7 +58,7 @@ class SpiderProcess(protocol.ProcessProtocol):
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_file.open("ab")
         self.deferred: defer.Deferred[JobRecord] = defer.Deferred()
-        self._kill_call: Any = None
+        self._kill_call: IDelayedCall | None = None
 
     @property
     def pid(self) -> int | None:
@@ -105,11 +109,9 @@ class Launcher(Service):
 
     def __init__(self, poller: QueuePoller, history: SqliteJobHistory, logs_dir: Path, max_proc: int,
                  project_dir: Path, kill_timeout: float, env: dict[str, str] | None = None,
-                 reactor: Any = None, on_change: Callable[[], None] | None = None,
+                 reactor: IFleetReactor | None = None, on_change: Callable[[], None] | None = None,
                  work_dir: Path | None = None) -> None:
-        if reactor is None:
-            from twisted.internet import reactor
-        self.reactor = reactor
+        self.reactor = reactor if reactor is not None else running_reactor()
         self.poller = poller
         self.history = history
         self.logs_dir = logs_dir

@@ -53,6 +53,7 @@ FIRST_MATCHES = ("scrapy_version", "telnet_console", "resuming_crawl")
 SIGNAL = re.compile(r": (Received SIG(?:BREAK|INT|TERM)(?: twice)?),")
 STATS_DUMP = re.compile(r"Dumping Scrapy stats:")
 DATETIME_REPR = "datetime.datetime("
+_LEADING_NUMBERS = re.compile(r"[\d, ]*")  # the fields of a datetime repr, before its tzinfo
 
 
 def _timestamp(text: str) -> int:
@@ -70,9 +71,13 @@ def _dates_as_text(text: str) -> str:
             if depth == 0:
                 break
             end += 1
-        numbers = re.match(r"[\d, ]*", text[begin + len(DATETIME_REPR):]).group(0)  # type: ignore[union-attr]
-        parts = [int(p) for p in numbers.split(",") if p.strip()][:6]
-        out += [text[start:begin], repr(str(datetime(*parts))) if len(parts) >= 3 else "None"]
+        numbers = _LEADING_NUMBERS.match(text, begin + len(DATETIME_REPR))
+        parts = [int(p) for p in numbers.group(0).split(",") if p.strip()][:6] if numbers else []
+        value = "None"
+        if len(parts) >= 3:
+            year, month, day, hour, minute, second = [*parts, 0, 0, 0][:6]  # datetime's defaults: 0
+            value = repr(str(datetime(year, month, day, hour, minute, second)))
+        out += [text[start:begin], value]
         start = end + 1
     return "".join(out) + text[start:]
 

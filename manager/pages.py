@@ -14,6 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from twisted.internet import defer
+from twisted.python.failure import Failure
 from twisted.web import http, resource, server
 
 from manager.jobs import InvalidJob, iso
@@ -83,6 +84,22 @@ class Page(resource.Resource):
         d.addCallback(lambda data: self._write(request, data, code))
         d.addErrback(lambda f: self._write(request, {"error": f.getErrorMessage()}, http.INTERNAL_SERVER_ERROR))
         d.addErrback(lambda _: None)
+        return server.NOT_DONE_YET
+
+    def show_detail(self, request: Any, context: defer.Deferred[dict[str, Any]], template: str,
+                    missing: type[Exception], what: str) -> Any:
+        """A detail view: ``context`` rendered with ``template``; ``missing`` (no such thing) as the 404 page
+        saying ``what``, any other failure as an error page."""
+
+        def not_found(failure: Failure) -> None:
+            failure.trap(missing)
+            self._write(request, {"what": what}, http.NOT_FOUND, "notfound.html")
+
+        context.addCallback(lambda data: self._write(request, data, http.OK, template))
+        context.addErrback(not_found)
+        context.addErrback(lambda f: self._write(request, {"what": f.getErrorMessage(), "title": "Error"},
+                                                 http.INTERNAL_SERVER_ERROR, "notfound.html"))
+        context.addErrback(lambda _: None)
         return server.NOT_DONE_YET
 
     def _write(self, request: Any, data: dict[str, Any], code: int, template: str | None = None) -> None:

@@ -7,12 +7,11 @@ slot. A job stays in SQLite until a slot takes it, so ``max_proc`` bounds the pr
 
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.internet.defer import Deferred, DeferredQueue
 from zope.interface import implementer
 
 from manager.interfaces import IPoller
+from manager.jobs import Job
 from manager.queue import SqlitePendingQueue
 
 
@@ -20,7 +19,7 @@ from manager.queue import SqlitePendingQueue
 class QueuePoller:
     def __init__(self, queue: SqlitePendingQueue) -> None:
         self.queue = queue
-        self.dq: DeferredQueue[Any] = DeferredQueue()
+        self.dq: DeferredQueue[Job] = DeferredQueue()
 
     def poll(self) -> None:
         while self.dq.waiting and self.queue.count():
@@ -28,7 +27,7 @@ class QueuePoller:
             if job is not None:
                 self.dq.put(job)  # fires the oldest waiting slot
 
-    def next(self) -> Deferred[Any]:
+    def next(self) -> Deferred[Job]:
         return self.dq.get()
 
     @property

@@ -20,7 +20,7 @@ import urllib.parse
 from typing import Any
 
 from twisted.internet import defer
-from twisted.web import http, server
+from twisted.web import server
 
 from manager.jobs import InvalidJob, Job, new_job_id
 from manager.pages import Page, _form, parse_pairs
@@ -64,13 +64,8 @@ class ProjectsPage(Page):
         if not project:
             return self.show(request, self.context(request))
         d = self.project_context(project, _form(request, "version") or None)
-        d.addCallback(lambda data: self._write(request, data, http.OK, "project.html"))
-        d.addErrback(lambda f: f.trap(ProjectNotFound) and self._write(
-            request, {"what": f"There is no deployed project {project}."}, http.NOT_FOUND, "notfound.html"))
-        d.addErrback(lambda f: self._write(request, {"what": f.getErrorMessage(), "title": "Error"},
-                                           http.INTERNAL_SERVER_ERROR, "notfound.html"))
-        d.addErrback(lambda _: None)
-        return server.NOT_DONE_YET
+        return self.show_detail(request, d, "project.html", ProjectNotFound,
+                                f"There is no deployed project {project}.")
 
     @staticmethod
     def _project(request: Any) -> str:

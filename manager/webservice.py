@@ -126,7 +126,7 @@ class JsonResource(resource.Resource):
 
     def _error(self, request: Any, failure: Failure) -> None:
         code = http.OK
-        if failure.check(ApiError):
+        if isinstance(failure.value, ApiError):
             message, code = failure.value.message, failure.value.code
         elif failure.check(DirectoryTraversalError):  # scrapyd's words for it
             message = f"DirectoryTraversalError: {failure.value}"
@@ -135,7 +135,7 @@ class JsonResource(resource.Resource):
         elif failure.check(StorageUnavailable):  # non-2xx: scrapyd-deploy and CI jobs see the deploy failed
             message, code = str(failure.value), http.SERVICE_UNAVAILABLE
         else:
-            message = f"{failure.type.__name__}: {failure.getErrorMessage()}"
+            message = f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
             if not failure.check(ValueError):
                 code = http.INTERNAL_SERVER_ERROR
         write_json(request, {"node_name": self.manager.config.node_name, "status": "error", "message": message},

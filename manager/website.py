@@ -164,13 +164,7 @@ class CrawlsPage(Page):
         except ValueError:
             page, item = 1, None
         d = console.crawl_context(self.manager, crawlid, page, item, reasons_of(request))
-        d.addCallback(lambda data: self._write(request, data, http.OK, "crawl.html"))
-        d.addErrback(lambda f: f.trap(console_data.NoSuchCrawl) and self._write(
-            request, {"what": f"There is no crawl {crawlid}."}, http.NOT_FOUND, "notfound.html"))
-        d.addErrback(lambda f: self._write(request, {"what": f.getErrorMessage(), "title": "Error"},
-                                           http.INTERNAL_SERVER_ERROR, "notfound.html"))
-        d.addErrback(lambda _: None)
-        return server.NOT_DONE_YET
+        return self.show_detail(request, d, "crawl.html", console_data.NoSuchCrawl, f"There is no crawl {crawlid}.")
 
     def context(self, request: Any) -> Any:
         crawlid = _form(request, "crawl")
@@ -239,12 +233,12 @@ class Root(resource.Resource):
         self.putChild(b"items", Items(manager))
         self.putChild(b"metrics", MetricsResource(manager))
         self.putChild(b"static", static.File(str(HERE / "static"), defaultType="text/plain"))
-        for name, cls in ((b"", HomePage), (b"projects", ProjectsPage),
+        for name, page in ((b"", HomePage), (b"projects", ProjectsPage),
                           (b"submit", SubmitPage), (b"spiders", SpidersPage), (b"jobs", JobsPage),
                           (b"crawls", CrawlsPage), (b"stats", StatsPage), (b"fleet", FleetPage), (b"sites", SitesPage),
                           (b"schedules", SchedulesPage),
                           (b"logview", LogViewPage)):
-            self.putChild(name, cls(manager, env, csrf))
+            self.putChild(name, page(manager, env, csrf))
 
     def getChild(self, path: bytes, request: Any) -> Any:
         name = path.decode("utf-8", "replace")
@@ -269,7 +263,9 @@ class ManagerSite(server.Site):
     without authentication, requests for a foreign Host; its connections bound bodies and read times
     (:mod:`manager.channel`)."""
 
-    protocol = ManagerChannel
+    # Twisted types a site's protocol as its HTTP/2-negotiating wrapper of an HTTPChannel (HTTP/2 needs TLS, which
+    # the manager does not serve); Site.buildProtocol sets up the channel itself alike, so it is built directly
+    protocol = ManagerChannel  # type: ignore[assignment]  # the channel, not Twisted's private wrapper of one
 
     def __init__(self, root: Any, manager: Any) -> None:
         super().__init__(with_basic_auth(root, manager.config.auth), requestFactory=ManagerRequest)

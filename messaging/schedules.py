@@ -150,7 +150,7 @@ def local_time(seconds: float | None, tz: str) -> str:
 
 
 # --- the crawl request -------------------------------------------------------------------------------------------
-def stored_request(name: str, request: Any, max_bytes: int) -> dict[str, Any]:
+def stored_request(name: str, request: object, max_bytes: int) -> dict[str, Any]:
     """The crawl request a schedule submits, checked as the Kafka monitor checks one, without ``crawlid`` (each
     firing gets its own) and ``uuid`` (nobody waits for an answer)."""
     if not isinstance(request, dict):
@@ -238,7 +238,7 @@ class ScheduleStore:
         self._add = ADD.on(redis)
         self._state = STATE.on(redis)
 
-    def add(self, name: str, cron: str, tz: str, request: dict[str, Any], *, max_bytes: int,
+    def add(self, name: str, cron: str, tz: str, request: object, *, max_bytes: int,
             replace: bool = False) -> Schedule:
         """Store a schedule (or replace an existing one's expression, zone and request); InvalidSchedule says why
         not. Due times are counted from now (the Redis clock)."""

@@ -88,7 +88,7 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
     if not body:
         return "", "utf-8"
     bom_encoding, bom = read_bom(body)
-    if bom_encoding:
+    if bom_encoding and bom:  # w3lib returns both or neither
         encoding = normalise_encoding(bom_encoding) or "utf-8"
         return body[len(bom) :].decode(encoding, "replace"), encoding
 

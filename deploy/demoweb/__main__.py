@@ -59,14 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.static:
         log.info("pre-rendered %d pages in %.1f s", router.cached_pages, time.monotonic() - started)
 
-    from twisted.internet import reactor  # installed on first import: keep it out of the module's import
     from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    from messaging.reactor import running_reactor, serve_http
 
     globalLogBeginner.beginLoggingTo([STDLibLogObserver()], redirectStandardIO=False)
 
+    reactor = running_reactor()  # installed on first use: kept out of the module's import
     factory = make_site(router, reactor)
     for site in sites:
-        reactor.listenTCP(port, factory, interface=site.ip)
+        serve_http(factory, port, site.ip)
         log.info("%s on http://%s:%d/ (%s)", site.name, site.ip, port, f"{site.articles} articles")
     if args.run_dir:
         write_hosts_file(args.run_dir / "hosts", demo_sites.hosts_file_text(sites, port))

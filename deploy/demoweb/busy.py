@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -61,6 +62,7 @@ def busy_title(number: int) -> str:
 
 def busy_page(site: Site, origin: str, number: int) -> str:
     """The HTML of the index (0) or of page ``number``: its ``<h1>`` is :func:`busy_title`."""
+    linked: Sequence[int]
     if number == 0:
         linked = range(1, BUSY_PAGES + 1)
     else:

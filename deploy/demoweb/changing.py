@@ -237,18 +237,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s",
                         stream=sys.stdout)
-    from twisted.internet import reactor
-    from twisted.web import server
+    from twisted.web import http, server
 
     from deploy.demoweb.__main__ import write_hosts_file
+    from messaging.reactor import running_reactor, serve_http
+
+    class QuietSite(server.Site):
+        def log(self, request: http.Request) -> None:
+            return None  # the site counts what it answers itself
 
     site = ChangingSite(args.seed, args.scale, args.initial, args.publish_every)
-    factory = server.Site(make_resource(site))
-    factory.log = lambda _request: None  # the site counts what it answers itself
-    reactor.listenTCP(args.port, factory, interface=args.ip)
+    serve_http(QuietSite(make_resource(site)), args.port, args.ip)
     write_hosts_file(args.run_dir / "hosts", f"{args.ip}\t{CHANGING_NAME}\n")
     log.info("%s on http://%s:%d/ (scale %g)", CHANGING_NAME, args.ip, args.port, args.scale)
-    reactor.run()
+    running_reactor().run()
     return 0
 
 

@@ -30,7 +30,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from html import escape
-from typing import Any, BinaryIO
+from typing import Any
 
 from deploy.demoweb.router import Reply, StreamReply
 from deploy.demoweb.sites import DOMAIN, base_url
@@ -238,7 +238,7 @@ def _page_number(path: str) -> int | None:
     return int(number) if int(number) < LINK_TARGETS else None
 
 
-def _bytes_file(data: bytes) -> BinaryIO:
+def _bytes_file(data: bytes) -> io.BytesIO:
     return io.BytesIO(data)  # shares ``data``'s buffer until written to (it never is)
 
 

@@ -23,6 +23,7 @@ from twisted.web.static import NoRangeStaticProducer
 
 from deploy.demoweb.busy import BusyArea
 from deploy.demoweb.router import STATS_PATH, Reply, Router, StreamReply
+from deploy.demoweb.sites import Site
 
 SERVER_HEADER = b"demoweb"
 
@@ -47,13 +48,14 @@ class DemoResource(Resource):
         if site is None:  # a listener on an address that is no site's: cannot happen unless misconfigured
             return self._send(request, Reply(421, b"", "text/plain"))  # Misdirected Request
         path = request.path.decode("latin-1")
+        reply: Reply | StreamReply
         if path == STATS_PATH:
             reply = Reply(200, json.dumps(self.stats()).encode(), "application/json")
         else:
             query = {key.decode("latin-1"): [value.decode("latin-1") for value in values]
                      for key, values in (request.args or {}).items()}
             reply = self.router.route(site, path, query)
-            if self.router.is_busy_page(site, path):
+            if isinstance(site, Site) and self.router.is_busy_page(site, path):
                 now = self.clock.seconds()
                 if self.busy.too_busy(site.name, path, now):
                     reply = self.router.too_busy_reply(site, self.busy.retry_after)

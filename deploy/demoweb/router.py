@@ -15,14 +15,11 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from typing import Any, Protocol
 
 from deploy.demoweb import templates
 from deploy.demoweb.busy import BUSY_PREFIX, BUSY_RETRY_AFTER, busy_page, busy_page_number
 from deploy.demoweb.sites import DEFAULT_SLOW_SECONDS, DISALLOWED_PREFIX, Site, manifest
-
-if TYPE_CHECKING:
-    from deploy.demoweb.hostile import HostileSite
 
 MANIFEST_PATH = "/_demoweb/manifest.json"
 STATS_PATH = "/_demoweb/stats.json"
@@ -45,6 +42,14 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()  # any other header (Retry-After of the busy area's 429)
 
 
+class Body(Protocol):
+    """A streamed body, as Twisted's NoRangeStaticProducer reads it."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class StreamReply:
     """A reply whose body is written in pieces as the client reads it: large bodies (the hostile site's) are never
@@ -53,14 +58,34 @@ class StreamReply:
     status: int
     content_type: str
     length: int
-    open_body: Callable[[], BinaryIO]
+    open_body: Callable[[], Body]
     headers: tuple[tuple[str, str], ...] = ()
+
+
+class OwnHost(Protocol):
+    """A host that answers every path itself (``route``): the hostile site, a robots host, the client-rendered site."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ip(self) -> str: ...
+
+    @property
+    def articles(self) -> int: ...
+
+    def route(self, path: str, origin: str) -> Reply | StreamReply: ...
+
+    def describe(self, port: int) -> dict[str, Any]: ...
+
+
+Host = Site | OwnHost  # a content site (its replies made here) or a host that answers for itself
 
 
 class Router:
     """Replies of the demo sites served on ``port``."""
 
-    def __init__(self, sites: Iterable[Site | HostileSite], *, port: int, pages: int, seed: str, static: bool = False,
+    def __init__(self, sites: Iterable[Host], *, port: int, pages: int, seed: str, static: bool = False,
                  slow_seconds: float = DEFAULT_SLOW_SECONDS) -> None:
         self.sites = tuple(sites)
         self.port = port
@@ -71,6 +96,7 @@ class Router:
         self._by_name = {site.name: site for site in self.sites}
         self._by_ip = {site.ip: site for site in self.sites}
         self._manifest_json = json.dumps(self.manifest, indent=2, ensure_ascii=False).encode() + b"\n"
+        self._manifest_reply = Reply(200, self._manifest_json, "application/json")
         # Paths every site answers the same way, whatever its URL style.
         self._fixed: dict[str, Callable[[Site, str, Query], Reply]] = {
             "/": lambda site, origin, _: self._html(site, templates.home_page(site, origin)),
@@ -80,7 +106,7 @@ class Router:
                                                           "application/xml"),
             "/static/site.css": lambda *_: Reply(200, templates.STYLESHEET.encode(), "text/css"),
             "/static/ad.gif": lambda *_: Reply(200, templates.AD_GIF, "image/gif"),
-            MANIFEST_PATH: lambda *_: Reply(200, self._manifest_json, "application/json"),
+            MANIFEST_PATH: lambda *_: self._manifest_reply,
             "/index.html": lambda site, *_: self._redirect(site, 301, "/"),
             "/latest": lambda site, *_: self._redirect(site, 302, site.list_path(site.sections[0][0])),
             "/live/": lambda site, origin, _: self._html(site, self._slow_page(site, origin),
@@ -102,7 +128,7 @@ class Router:
     def cached_pages(self) -> int:
         return len(self._cache)
 
-    def site_for(self, host_header: str | None, local_ip: str) -> Site | HostileSite | None:
+    def site_for(self, host_header: str | None, local_ip: str) -> Host | None:
         """The site a request is for: its Host header when that names a site, else the address it came to."""
         if host_header:
             name = host_header.rsplit(":", 1)[0].rstrip(".").lower()
@@ -110,12 +136,12 @@ class Router:
                 return self._by_name[name]
         return self._by_ip.get(local_ip)
 
-    def origin(self, site: Site | HostileSite) -> str:
+    def origin(self, site: Host) -> str:
         return f"http://{site.name}:{self.port}"
 
-    def route(self, site: Site | HostileSite, path: str, query: Query) -> Reply | StreamReply:
-        if not isinstance(site, Site) and path != MANIFEST_PATH:
-            return site.route(path, self.origin(site))  # the hostile site answers for itself
+    def route(self, site: Host, path: str, query: Query) -> Reply | StreamReply:
+        if not isinstance(site, Site):  # the host answers for itself, but for the demo web's manifest
+            return self._manifest_reply if path == MANIFEST_PATH else site.route(path, self.origin(site))
         cached = self._cache.get((site.name, path))
         if cached is not None:
             return cached
@@ -167,7 +193,7 @@ class Router:
                 return self._redirect(site, 301, site.list_path(section))
         return self._not_found(site)
 
-    def is_busy_page(self, site: Site | HostileSite, path: str) -> bool:
+    def is_busy_page(self, site: Host, path: str) -> bool:
         """Whether ``path`` is a page of a content site's busy area (whose answer the resource may turn to 429)."""
         return isinstance(site, Site) and busy_page_number(path) is not None
 

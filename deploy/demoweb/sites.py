@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 from deploy.demoweb.text import CHINESE, ENGLISH, Language, slugify
 
 if TYPE_CHECKING:
-    from deploy.demoweb.hostile import HostileSite
-    from deploy.demoweb.robotsweb import RobotsHost
+    from deploy.demoweb.router import Host
 
 DOMAIN = "fleet.test"
 DEFAULT_FIRST_IP = "127.0.0.11"  # CRAWLFLEET_DEMOWEB_ADDRESSES' default
@@ -262,7 +261,7 @@ def address(first_ip: str, offset: int) -> str:
 
 
 def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED,
-                first_ip: str = DEFAULT_FIRST_IP) -> tuple[Site | HostileSite | RobotsHost, ...]:
+                first_ip: str = DEFAULT_FIRST_IP) -> tuple[Host, ...]:
     """The demo web: ``pages`` articles on each content site (the trap site: a tenth of that, at least 5), then
     the hostile site (``deploy.demoweb.hostile``), the robots hosts (``deploy.demoweb.robotsweb``) and the
     client-rendered site (``deploy.demoweb.spa``), which are no :class:`Site` and come last; their addresses are
@@ -274,39 +273,38 @@ def build_sites(pages: int = DEFAULT_PAGES, seed: str = DEFAULT_SEED,
 
     if pages < 1:
         raise ValueError(f"pages must be positive, not {pages}")
-    common = {"seed": seed}
     ip = [address(first_ip, n) for n in range(ADDRESSES)]
     return (
         Site(f"news.{DOMAIN}", ip[0], "Fleet Daily News", ENGLISH, "utf-8",
              (("world", "World"), ("politics", "Politics"), ("business", "Business"), ("tech", "Technology")),
              "blog", 10, pages, theme=Theme("article-title", "article-body", "news-list", "byline"),
-             **common),
+             seed=seed),
         Site(f"china.{DOMAIN}", ip[1], "舰队新闻网", CHINESE, "gbk",
              (("guonei", "国内"), ("guoji", "国际"), ("caijing", "财经"), ("keji", "科技"),
               ("shehui", "社会")),
-             "cms", 15, pages, theme=Theme("main-title", "TRS_Editor", "list_con", "info"), **common),
+             "cms", 15, pages, theme=Theme("main-title", "TRS_Editor", "list_con", "info"), seed=seed),
         Site(f"blog.{DOMAIN}", ip[2], "Fleet Notes", ENGLISH, "utf-8",
              (("essays", "Essays"), ("notes", "Notes"), ("travel", "Travel")),
              "blog", 8, pages, theme=Theme("entry-title", "entry-content", "post-list", "entry-meta"),
-             crawl_delay=2.0, **common),
+             crawl_delay=2.0, seed=seed),
         Site(f"trap.{DOMAIN}", ip[3], "Fleet Events", ENGLISH, "utf-8",
              (("events", "Events"), ("venues", "Venues")),
              "blog", 10, max(5, pages // 10), theme=Theme("event-title", "event-body", "event-list", "meta"),
-             calendar_home=True, **common),
+             calendar_home=True, seed=seed),
         HostileSite(ip=ip[4]),
         *robots_hosts(ip[5]),
         ClientSite(seed, ip=ip[14]),
     )
 
 
-def hosts_file_text(sites: Iterable[Site | HostileSite | RobotsHost], port: int) -> str:
+def hosts_file_text(sites: Iterable[Host], port: int) -> str:
     """The demo web's names in ``/etc/hosts`` format (read by :mod:`messaging.hostmap`)."""
     lines = [f"# crawlfleet demo web (python -m deploy.demoweb), port {port}"]
     lines += [f"{site.ip}\t{site.name}" for site in sites]
     return "\n".join(lines) + "\n"
 
 
-def manifest(sites: Iterable[Site | HostileSite | RobotsHost], *, port: int, pages: int, seed: str, static: bool,
+def manifest(sites: Iterable[Host], *, port: int, pages: int, seed: str, static: bool,
              slow_seconds: float) -> dict[str, Any]:
     """What the demo web serves, for tests and the demo to check a crawl's completeness (content sites under
     ``sites``, the hostile site and what a crawl should make of each of its pages under ``hostile``, the robots

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ class LocalService(ABC):
             stop_pid(pid, timeout)
         for port in record.ports:
             try:
-                wait_for(lambda port=port: port_free(port, self.host), 15.0, f"port {port} to be free")
+                wait_for(partial(port_free, port, self.host), 15.0, f"port {port} to be free")
             except TimeoutError as exc:
                 raise ServiceError(f"{self.name}: {exc}") from exc
 

@@ -47,7 +47,8 @@ class MongoService(LocalService):
     def ready(self, record: ServiceRecord) -> bool:
         from pymongo import MongoClient
 
-        client = MongoClient(self.host, record.port, serverSelectionTimeoutMS=1000, connectTimeoutMS=1000)
+        client: MongoClient[dict[str, Any]] = MongoClient(self.host, record.port, serverSelectionTimeoutMS=1000,
+                                                          connectTimeoutMS=1000)
         try:
             return client.admin.command("ping").get("ok") == 1
         finally:
@@ -68,8 +69,9 @@ def mongo_writes(host: str, port: int, timeout_ms: int = 3000) -> bool:
 
     from pymongo import MongoClient
 
-    client = MongoClient(host, port, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms,
-                         socketTimeoutMS=timeout_ms, retryWrites=False, directConnection=True)
+    client: MongoClient[dict[str, Any]] = MongoClient(host, port, serverSelectionTimeoutMS=timeout_ms,
+                                                      connectTimeoutMS=timeout_ms, socketTimeoutMS=timeout_ms,
+                                                      retryWrites=False, directConnection=True)
     try:
         result = client[HEALTH_DB][HEALTH_COLLECTION].update_one(
             {"_id": "services"}, {"$set": {"at": time.time()}}, upsert=True)

@@ -21,7 +21,8 @@ operation below is one or a few atomic Lua calls on one hash slot (``frontier/lu
   :meth:`~FrontierClient.collect_retired`, :meth:`~FrontierClient.release_retired` (``retired_collect.lua``,
   ``retired_release.lua``; the master's ``retired_reseed.lua`` runs between them, :mod:`master.requeue`);
 - **ready index and count**: :attr:`FrontierClient.ready` (:class:`ReadyIndex`), :meth:`~FrontierClient.ready_count`,
-  :func:`add_to_index`: ``ready_walk.lua``, ``ready_add.lua`` (:mod:`frontier.client.ready`);
+  :func:`add_to_index`, and for the dispatcher :func:`~frontier.client.ready.waiting_for_pace`: ``ready_walk.lua``,
+  ``ready_add.lua``, ``ready_due.lua`` (:mod:`frontier.client.ready`);
 - **robots.txt claim / store**: :attr:`FrontierClient.robots` (:class:`RobotsRecords`): ``robots_claim.lua``,
   ``robots_store.lua``, ``robots_down.lua``, ``robots_renew.lua``, under :class:`frontier.robots_cache.RobotsCache`;
 - **block** a domain, **drop** a blacklisted queue: :meth:`~FrontierClient.block`, :func:`block_domain`,

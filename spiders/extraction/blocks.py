@@ -211,7 +211,7 @@ def select_blocks(
         selected = without_forms(selected, blocks, tree, headline, params.form_share)
     # A product's text starts at its name: above it, the shop's header, promotions, breadcrumbs, the seller.
     named = params.product_headline and product and headline is not None and not spread
-    if named and any(block.index == headline for block in selected):
+    if named and headline is not None and any(block.index == headline for block in selected):
         selected = [block for block in selected if block.index >= headline]
     if params.repeat_run and not spread:
         # Not in spread content: a grid's cards repeat their field labels by design ("Seasons: | 3-season").
@@ -312,7 +312,8 @@ def _choose_region(page: _Page, force_spread: bool, product: bool, reviews: list
     article = headline is not None and 0 <= span[0] - headline <= params.anchor_reach
     # A headline of a word or two ("Science", "Remote jobs", "科技") names a section, not a story: its page is a
     # listing unless the text under it is most of the page.
-    section = article and len(WORDS.findall(blocks[headline].text)) <= params.section_title_words  # type: ignore[index]
+    section = (article and headline is not None
+               and len(WORDS.findall(blocks[headline].text)) <= params.section_title_words)
     if force_spread or (params.spread_share and (not article or section)):
         # No article under a headline, and the densest run holds little of the page's text: a listing, a shop
         # grid, a landing page. Their main content is spread over the page, so take the container of it all.
@@ -339,8 +340,8 @@ def _find_posts(page: _Page) -> None:
     blocks, params = page.blocks, page.params
     posts = repeated_items(blocks, page.values, page.inside[0], page.tree, params) if params.repeat_levels else None
     starts = [first for first, _ in posts] if posts else []
-    if posts and page.article and page.trust_furniture:
-        story = owner(posts, starts, blocks[page.headline].element)  # type: ignore[index]
+    if posts and page.article and page.headline is not None and page.trust_furniture:
+        story = owner(posts, starts, blocks[page.headline].element)
         if story >= 0 and mostly_furniture(blocks, posts, starts, story):
             # The story's own box holds its headline and its like-classed siblings are mostly furniture: they
             # are the page's other boxes (teasers, most commented, sidebars), not posts of one thread.
@@ -423,6 +424,7 @@ def _tidy(page: _Page, selected: list[Block], cards: bool, product: bool) -> lis
         selected = without_placeholders(blocks, selected, params.placeholder_words)
     if params.drop_labels:
         selected = without_labels(selected)  # "Advertisement", "Share", "Related articles": a widget's name
-    if params.include_headline and page.article and (not selected or selected[0].index > headline):  # type: ignore[operator]
-        selected.insert(0, blocks[headline])  # type: ignore[index]  # the article starts with its headline
+    if (params.include_headline and page.article and headline is not None
+            and (not selected or selected[0].index > headline)):
+        selected.insert(0, blocks[headline])  # the article starts with its headline
     return without_repeats(selected, params.dedupe_chars) if params.dedupe_chars else selected

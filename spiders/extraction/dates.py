@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from selectolax.lexbor import LexborHTMLParser
@@ -140,7 +141,7 @@ def _from_metadata(document: LexborHTMLParser, source: str | None) -> str | None
 
 
 def find_published(
-    document: LexborHTMLParser | None, nearby_text: list[str] = (), source: str | None = None
+    document: LexborHTMLParser | None, nearby_text: Sequence[str] = (), source: str | None = None
 ) -> str | None:
     """Publication date from metadata, else from ``nearby_text`` (lines around the headline), else None.
 

@@ -48,7 +48,7 @@ class Tree:
         return len(self.nodes)
 
     def tag(self, index: int) -> str:
-        return _tag_names.get(self.tag_ids[index]) or self.nodes[index].tag
+        return _tag_names.get(self.tag_ids[index]) or self.nodes[index].tag or ""  # (None only for non-elements)
 
     def classes(self, index: int) -> str | None:
         return self.nodes[index].attributes.get("class")
@@ -140,7 +140,7 @@ _tag_names: dict[int, str] = {}
 
 
 def _learn_tag(node: LexborNode, tag_id: int) -> int:
-    name = node.tag
+    name = node.tag or ""  # selectolax's None is for nodes that are not elements
     kind = _KIND_BY_NAME.get(name, _OTHER)
     if tag_id < _STANDARD_IDS:
         _tag_kinds[tag_id], _tag_names[tag_id] = kind, name
@@ -161,9 +161,8 @@ def _judge_open_blocks(tree: Tree, block_stack: list[int], furniture_stack: list
     ``FURNITURE``, ``BYLINE`` inside a byline (furniture nested in it still counts as furniture), 0 neither.
     The root is always judged (a page element), so the search for the last judged block ends."""
     first = len(furniture_stack) - 1
-    while furniture_stack[first] is None:
+    while (around := furniture_stack[first]) is None:
         first -= 1
-    around = furniture_stack[first]
     for position in range(first + 1, len(furniture_stack)):
         if around != FURNITURE:
             names = tree.names(block_stack[position])
@@ -220,7 +219,7 @@ class _Lines:
             if self.pieces:
                 self.pieces.append(" ")
             return
-        text = node.text_content
+        text = node.text_content or ""  # a text node's is never None
         self.pieces.append(text)
         if not self.visible and not text.isspace():
             self.visible = True
@@ -242,7 +241,7 @@ class _Lines:
         furniture = self.furniture_stack[-1]
         if furniture is None:
             furniture = _judge_open_blocks(self.tree, self.block_stack, self.furniture_stack)
-        tag = _tag_names.get(self.tree.tag_ids[home]) or self.tree.nodes[home].tag
+        tag = self.tree.tag(home)
         wrapped = self.wrapped_stack[-1]
         blocks = self.blocks
         block = Block(text, chars, min(self.link_chars, chars), home, tag, furniture == FURNITURE, len(blocks),

@@ -220,7 +220,7 @@ def inline_lines(element: LexborNode, base: str | None, images: bool = False) ->
                     plain.append(" ")
                     frames[-1].add(" ")
             else:
-                text = node.text_content
+                text = node.text_content or ""  # a text node's is never None
                 plain.append(text)
                 frames[-1].add(text if code_depth else escape_text(text))
                 if not visible and not text.isspace():
@@ -244,7 +244,7 @@ def inline_lines(element: LexborNode, base: str | None, images: bool = False) ->
         if child is None:
             node = node.next
             continue
-        frame = _frame_for(node, tag, base, code_depth)
+        frame = _frame_for(node, tag or "", base, code_depth)  # (a node with children is an element: it has a tag)
         if frame.kind == "code":
             code_depth += 1
         frames.append(frame)

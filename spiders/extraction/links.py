@@ -31,7 +31,7 @@ def unknown_site() -> None:
 def _own_addresses(html: str) -> list[str]:
     """The canonical link's and og:url's addresses (found by substring search: a regex over the whole source
     would cost a fifth of the extraction)."""
-    addresses = []
+    addresses: list[str] = []
     for marker in ("canonical", "og:url"):
         at = html.find(marker, 0, _HEAD_CHARS)
         while at >= 0 and len(addresses) < 4:

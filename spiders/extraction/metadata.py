@@ -242,7 +242,7 @@ def page_metadata(html: str, url: str | None = None) -> tuple[dict[str, Any], in
         cleaned = list(dict.fromkeys(k for k in (_clip(w) for w in keywords[: 4 * MAX_LIST]) if k))[:MAX_LIST]
         if cleaned:
             metadata["keywords"] = cleaned
-    shop = _product_fields(product) if product else {}
+    shop: dict[str, str | None] = dict(_product_fields(product)) if product else {}
     for key, meta_key in (("price", "product:price:amount"), ("currency", "product:price:currency"),
                           ("availability", "product:availability")):
         if key not in shop and meta.get(meta_key) and (product or meta.get("og:type", "").startswith("product")):

@@ -162,7 +162,8 @@ def prune(document: LexborHTMLParser, panels: list[LexborNode] | None = None) ->
     pages (an HTML5 parser carries it on, as a browser does). Anchors without ``href`` but with a class or an
     onclick are script links and stay links. With ``panels``, hidden disclosure panels (closed accordions, inactive
     tabs) stay in the page and are listed there instead. False when the whole page is hidden."""
-    hidden, anchors = [], []
+    hidden: list[LexborNode] = []
+    anchors: list[LexborNode] = []
     for element in document.css(_PRUNE_SELECTOR):
         attributes = element.attributes
         if "hidden" in attributes:
@@ -187,6 +188,7 @@ def prune(document: LexborHTMLParser, panels: list[LexborNode] | None = None) ->
         elif _ANCHOR_ATTRIBUTES.issuperset(attributes) and element.tag == "a":
             anchors.append(element)
     if hidden:
+        assert document.root is not None  # css() found elements: the document has its <html> root
         root = document.root.mem_id
         for element in hidden:
             if element.mem_id == root:

@@ -21,7 +21,7 @@ _JSON_LD_OFFER = re.compile(r'"@type"\s*:\s*"Offer"')
 
 # "Reviews", "Customer reviews (12)", "Avis clients", "Bewertungen", "Opiniones": on a product's page a short line
 # holding one of these announces the buyers' reviews, the shop's comments.
-_FORM_ID = LexborHTMLParser("<form></form>").css_first("form").tag_id  # lexbor's fixed id of <form>
+_FORM_ID = LexborHTMLParser("<form></form>").css("form")[0].tag_id  # lexbor's fixed id of <form>
 
 REVIEW_WORDS = ("review", "avis", "bewertung", "opinion", "recensi", "rezension", "отзыв", "评价")
 _REVIEW = re.compile("|".join(REVIEW_WORDS), re.IGNORECASE)
@@ -82,7 +82,8 @@ def form_lines(blocks: list[Block], tree: Tree, headline: int | None, max_share:
     """Indices of the blocks inside a ``<form>`` of a product's page: the shop's interface (variant pickers,
     quantity, "Add to cart", "Notify me" sign-ups). Not a form that holds the headline or more than ``max_share``
     of the page's text: a wrapper round the whole page (ASP.NET) or round the product's whole presentation."""
-    starts, ends = [], []  # outermost forms, as element ranges (disjoint, in document order)
+    starts: list[int] = []  # outermost forms, as element ranges (disjoint, in document order)
+    ends: list[int] = []
     tag_ids, i = tree.tag_ids, -1
     while True:  # list.index runs in C: the cost is per form, not per element (it runs on every article)
         try:

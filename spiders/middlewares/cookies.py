@@ -59,17 +59,22 @@ def jar_snapshot(jar: CookieJar) -> dict[str, str]:
     return {cookie_field(cookie): cookie_json(cookie) for cookie in jar.jar}
 
 
-class FleetCookiesMiddleware(CookiesMiddleware):
-    """Scrapy's cookies middleware with a crawl's jars shared by its workers (see the module docstring)."""
+class FleetCookiesMiddleware:
+    """Scrapy's cookies middleware (``local``, which does the cookie work on its jars) with a crawl's jars shared by
+    its workers (see the module docstring)."""
 
-    def __init__(self, debug: bool = False, redis: Any = None, ttl: int = 0) -> None:
-        super().__init__(debug)
+    def __init__(self, local: CookiesMiddleware, redis: Any = None, ttl: int = 0) -> None:
+        self.local = local
         self.redis = redis  # None: Scrapy's local jars only (a rule spider)
         self.ttl = ttl
 
+    @property
+    def jars(self) -> Any:
+        return self.local.jars
+
     @classmethod
     def from_crawler(cls, crawler: Any) -> FleetCookiesMiddleware:
-        middleware = super().from_crawler(crawler)
+        middleware = cls(CookiesMiddleware.from_crawler(crawler))  # NotConfigured when COOKIES_ENABLED is off
         if not runs_rules(crawler.spider):
             settings = crawlfleet_settings(crawler.settings)
             middleware.redis = clients.redis_client(settings)
@@ -79,24 +84,24 @@ class FleetCookiesMiddleware(CookiesMiddleware):
     async def process_request(self, request: Request, spider: Any = None) -> Any:
         key = self._shared_key(request)
         if key is None:
-            return super().process_request(request)
+            return self.local.process_request(request)
         jar = self.jars[request.meta.get("cookiejar")]
         stored = await maybe_deferred_to_future(threads.deferToThread(self.redis.hgetall, key))
         jar.jar.clear()
         for raw in stored.values():
             jar.jar.set_cookie(cookie_from_json(as_text(raw)))
         before = {as_text(name): as_text(value) for name, value in stored.items()}
-        result = super().process_request(request)
+        result = self.local.process_request(request)
         await self._save(key, before, jar)  # the cookies the request carried itself join the crawl's jar
         return result
 
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Any:
         key = self._shared_key(request)
         if key is None:
-            return super().process_response(request, response)
+            return self.local.process_response(request, response)
         jar = self.jars[request.meta.get("cookiejar")]
         before = jar_snapshot(jar)
-        result = super().process_response(request, response)
+        result = self.local.process_response(request, response)
         await self._save(key, before, jar)
         return result
 

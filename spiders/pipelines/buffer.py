@@ -31,8 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThread
 from twisted.python.failure import Failure
+
+from messaging.reactor import running_reactor
 
 logger = logging.getLogger(__name__)
 
@@ -60,21 +64,17 @@ class WriteBuffer:
     def __init__(self, write: Write, *, batch: int, flush_seconds: float, capacity: int,
                  on_backlog: Callable[[bool, int], None] | None = None,
                  on_written: Callable[[int, int], None] | None = None,
-                 clock: Any = None, run_in_thread: Callable[..., Deferred[Any]] | None = None,
+                 clock: IReactorTime | None = None, run_in_thread: Callable[..., Deferred[Any]] | None = None,
                  backoff_initial: float = 0.5, backoff_max: float = 10.0, report_every: float | None = None,
                  transient: tuple[type[BaseException], ...] = (), store: str = "the store") -> None:
-        if clock is None:
-            from twisted.internet import reactor as clock  # the running reactor; imported late so as not to install one
-        if run_in_thread is None:
-            from twisted.internet.threads import deferToThread as run_in_thread
+        self.clock = clock if clock is not None else running_reactor()
+        self.run_in_thread = run_in_thread or deferToThread
         self.write = write
         self.batch = max(1, int(batch))
         self.flush_seconds = flush_seconds
         self.capacity = max(1, int(capacity))
         self.on_backlog = on_backlog or (lambda full, waiting: None)
         self.on_written = on_written or (lambda stored, refused: None)
-        self.clock = clock
-        self.run_in_thread = run_in_thread
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.report_every = report_every
@@ -94,7 +94,7 @@ class WriteBuffer:
         self._gave_up = False  # close() stopped waiting: no new attempts
         self._drained: list[Deferred[int]] = []
         self._loop = LoopingCall(self._tick)
-        self._loop.clock = clock
+        self._loop.clock = self.clock
 
     # --- the interface -----------------------------------------------------------------------------------------
     @property
@@ -130,7 +130,13 @@ class WriteBuffer:
             return drained
         self._drained.append(drained)
         give_up = self.clock.callLater(timeout, self._give_up)
-        drained.addBoth(lambda result: (give_up.active() and give_up.cancel(), result)[1])
+
+        def drained_in_time(result: int | Failure) -> int | Failure:
+            if give_up.active():
+                give_up.cancel()
+            return result
+
+        drained.addBoth(drained_in_time)
         self._flush()
         return drained
 
@@ -185,16 +191,17 @@ class WriteBuffer:
         self._failures += 1
         now = self.clock.seconds()
         delay = min(self.backoff_max, self.backoff_initial * 2 ** (self._failures - 1))
+        kind = type(failure.value).__name__
         if self._down_since is None:
             self._down_since, self._last_report = self._attempt_started, now
             expected = failure.check(*self.transient) if self.transient else None
             logger.warning("%s write failed (%s: %s): %d items waiting, retrying with back-off up to %.0fs",
-                           self.store, failure.type.__name__, _one_line(failure.getErrorMessage()), self.waiting,
+                           self.store, kind, _one_line(failure.getErrorMessage()), self.waiting,
                            self.backoff_max, exc_info=None if expected else failure.value)
         elif self.report_every is not None and now - self._last_report >= self.report_every:
             self._last_report = now
             logger.warning("%s still failing after %.0fs (%s): %d items waiting", self.store,
-                           now - self._down_since, failure.type.__name__, self.waiting)
+                           now - self._down_since, kind, self.waiting)
         if self._gave_up:
             return
         self._retry = self.clock.callLater(delay, self._attempt)

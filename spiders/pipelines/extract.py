@@ -20,7 +20,7 @@ counted (``extract/failed`` in Scrapy's stats, ``stats:crawler:extract:failed:â€
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from spiders.extraction import extract
@@ -42,7 +42,7 @@ def chosen_outputs(item: dict[str, Any]) -> Any:
 
 class ExtractPipeline:
     def __init__(self, stats: Any = None, counters: Any = None,
-                 extractor: Callable[..., dict[str, Any]] = extract) -> None:
+                 extractor: Callable[..., Mapping[str, object]] = extract) -> None:
         self.stats = stats
         self.counters = counters
         self.extractor = extractor

@@ -25,8 +25,10 @@ from typing import Any
 
 from twisted.internet import error, main, protocol
 from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.interfaces import IProcessTransport
 from twisted.python.failure import Failure
 
+from messaging.reactor import IFleetReactor, running_reactor
 from spiders.pipelines.pageproc import HEADER, Page, frame, page_work_batch
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ def process_env() -> dict[str, str]:
 
 class PageProcess(protocol.ProcessProtocol):
     """One process of the pool: its jobs in hand, in the order it answers them."""
+
+    transport: IProcessTransport  # spawnProcess sets it before connectionMade (Twisted's None is for before)
 
     def __init__(self, pool: PagePool) -> None:
         self.pool = pool
@@ -143,11 +147,9 @@ def widen_pipes(transport: Any) -> None:
 class PagePool:
     """``processes`` page-work processes driven by ``reactor`` (the running one by default)."""
 
-    def __init__(self, processes: int, reactor: Any = None, argv: list[str] | None = None,
+    def __init__(self, processes: int, reactor: IFleetReactor | None = None, argv: list[str] | None = None,
                  max_restarts: int = MAX_RESTARTS) -> None:
-        if reactor is None:
-            from twisted.internet import reactor
-        self.reactor = reactor
+        self.reactor = reactor if reactor is not None else running_reactor()
         self.size = processes
         self.argv = argv or process_argv()
         self.restarts_left = max_restarts
@@ -233,7 +235,7 @@ class PagePool:
         for process in list(self.processes):
             process.transport.closeStdin()
         ended = list(self._ended.values())
-        killer = self.reactor.callLater(timeout, lambda: [p.kill() for p in list(self.processes)])
+        killer = self.reactor.callLater(timeout, self._kill_all)
 
         def done(result: Any) -> Any:
             if killer.active():
@@ -241,3 +243,7 @@ class PagePool:
             return result
 
         return DeferredList(ended).addBoth(done)
+
+    def _kill_all(self) -> None:
+        for process in list(self.processes):
+            process.kill()

@@ -31,12 +31,15 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall
 
+from messaging.reactor import running_reactor
 from spiders.fleet_settings import crawlfleet_settings
 from spiders.pipelines import close_counters, cluster_counters
 from spiders.pipelines.extract import FAILED, chosen_outputs
@@ -123,17 +126,13 @@ class PageBatcher:
 
 
 class PageWorkPipeline:
-    def __init__(self, processes: int, stats: Any = None, counters: Any = None, call_later: Any = None,
-                 pool: PagePool | None = None) -> None:
+    def __init__(self, processes: int, stats: Any = None, counters: Any = None,
+                 call_later: Callable[..., IDelayedCall] | None = None, pool: PagePool | None = None) -> None:
         self.stats = stats
         self.counters = counters
         self.processes = processes
         self.pool = pool or PagePool(processes)
-        if call_later is None:
-            from twisted.internet import reactor
-
-            call_later = reactor.callLater
-        self.batcher = PageBatcher(self.pool.submit, call_later, BATCH_PAGES)
+        self.batcher = PageBatcher(self.pool.submit, call_later or running_reactor().callLater, BATCH_PAGES)
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> PageWorkPipeline:

@@ -29,6 +29,7 @@ from twisted.web.client import ProxyAgent, readBody
 from twisted.web.http_headers import Headers
 
 from messaging.hostmap import HostMap, resolve_host
+from messaging.reactor import IFleetReactor, running_reactor
 from messaging.settings import Settings
 from spiders.proxies.model import Proxy
 from spiders.proxies.store import CheckResult, ProxyStore
@@ -47,16 +48,13 @@ def proxy_authorization(proxy: Proxy) -> bytes | None:
 
 class Validator:
     def __init__(self, store: ProxyStore, test_url: str, timeout: float = 4.0, concurrency: int = 20, *,
-                 reactor: Any = None, hostmap: HostMap | None = None,
+                 reactor: IFleetReactor | None = None, hostmap: HostMap | None = None,
                  run_in_thread: Callable[..., defer.Deferred[Any]] = deferToThread) -> None:
-        if reactor is None:
-            from twisted.internet import reactor as default_reactor
-            reactor = default_reactor
         self.store = store
         self.test_url = test_url.encode("ascii")
         self.timeout = timeout
         self.semaphore = defer.DeferredSemaphore(max(1, concurrency))
-        self.reactor = reactor
+        self.reactor = reactor if reactor is not None else running_reactor()
         self.hostmap = hostmap if hostmap is not None else HostMap()
         self.run_in_thread = run_in_thread  # blocking MongoDB calls and name lookups, off the reactor
         self.passes = 0

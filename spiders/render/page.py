@@ -181,7 +181,7 @@ async def _response(page: Any, main: Any, request: Request) -> Response:
             if header["name"].lower() not in _DROPPED_HEADERS:
                 headers.appendlist(header["name"], header["value"])
         status, url = main.status, main.url
-    content_type = headers.get(b"Content-Type", b"text/html").decode("latin-1").lower()
+    content_type = (headers.get(b"Content-Type", b"text/html") or b"").decode("latin-1").lower()
     if "html" in content_type:
         headers[b"Content-Type"] = b"text/html; charset=utf-8"  # the DOM, serialised in UTF-8
         body = (await page.content()).encode("utf-8")

@@ -162,7 +162,7 @@ class FieldSet:
 def page_root(response: Response, errors: list[str]) -> etree._Element | None:
     """The lxml tree of a text response (parsed once by its selector), or None with an error for anything else."""
     if not isinstance(response, TextResponse):
-        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1") or "no content type"
+        content_type = (response.headers.get(b"Content-Type") or b"").decode("latin-1") or "no content type"
         errors.append(f"not a text response ({content_type}): no XPath applies")
         return None
     try:

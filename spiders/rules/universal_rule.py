@@ -143,7 +143,7 @@ class UniversalRule:
             return result
         if rule is not None and rule.extracts:
             result.items.append(rule.fields.extract(root, result.errors))
-        if follow:
+        if follow and isinstance(response, TextResponse):  # it is one: page_root found its tree
             nofollow: set[str] = set()
             result.links = self._links(response, result.errors, nofollow)
             result.nofollow = len(nofollow)
@@ -220,10 +220,9 @@ class UniversalRule:
                 self._add_sitemap(links, loc, result)
         elif sitemap.type == "urlset":
             for loc in entries:
-                url = links.new(loc)
-                rule = self.rule_for(url) if url is not None else None
-                if rule is not None:
-                    result.links.append(Link(url, rule.callback, {}))
+                page = links.new(loc)
+                if page is not None and (rule := self.rule_for(page)) is not None:
+                    result.links.append(Link(page, rule.callback, {}))
         else:
             result.errors.append(f"not a sitemap: root element <{sitemap.type}>")
         return result

@@ -33,6 +33,7 @@ from typing import Any
 import scrapy
 from scrapy import Request
 from scrapy.http import Response
+from scrapy.http.request import CookiesT
 
 from frontier.robots_rules import product_token
 from messaging.regexes import install_exslt_functions
@@ -90,8 +91,9 @@ class FleetSpider(scrapy.Spider):
         if rule is None:
             return None
         url = self.url_for(task, rule)
-        return Request(url, callback=self.parse_task, priority=task.priority, dont_filter=True,
-                       cookies=dict(crawl.cookie) if crawl and crawl.cookie else None)
+        # a copy per request (Scrapy's cookie types are wider than the crawl's names and values)
+        cookies: CookiesT | None = dict(crawl.cookie.items()) if crawl and crawl.cookie else None
+        return Request(url, callback=self.parse_task, priority=task.priority, dont_filter=True, cookies=cookies)
 
     def url_for(self, task: Task, rule: Any) -> str:
         return task.url

@@ -79,7 +79,7 @@ class WarcMiddleware:
         task = request.meta.get("task")
         fields = {"crawlid": getattr(task, "crawlid", "") or "", "job": self.job,
                   "depth": str(getattr(task, "depth", "") if task is not None else ""),
-                  "via": getattr(task, "referer", "") or request.headers.get(b"Referer", b"").decode("latin-1")}
+                  "via": getattr(task, "referer", "") or (request.headers.get(b"Referer") or b"").decode("latin-1")}
         self.writer.submit(exchange_of(request, response, fields))
         return response
 

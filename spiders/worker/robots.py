@@ -40,6 +40,7 @@ from twisted.python.failure import Failure
 from frontier.robots_cache import Robots, RobotsCache
 from frontier.robots_rules import MAX_BODY, MAX_REDIRECTS, MISSING, OK, UNREACHABLE, cap_body, robots_url, status_kind
 from messaging.clients import RedisClient
+from messaging.reactor import running_reactor
 
 logger = logging.getLogger(__name__)
 META = "fleet_robots"  # marks the robots.txt downloads (their bytes are counted against the cap)
@@ -86,9 +87,7 @@ class RobotsFetcher:
 
     def _fetch_from_thread(self, url: str) -> None:
         """The cache claimed the fetch on the feed thread: download it on the reactor."""
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self.fetch, url)
+        running_reactor().callFromThread(self.fetch, url)
 
     def fetch(self, url: str) -> None:
         """Download the robots.txt of ``url``'s host (on the reactor); the claim is this process's."""

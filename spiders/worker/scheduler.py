@@ -56,6 +56,7 @@ from frontier.bloom.fingerprint import request_fingerprint
 from frontier.client import SendSlot
 from messaging.clock import Clock, MonotonicClock
 from messaging.domains import domain_of
+from messaging.reactor import running_reactor
 from messaging.tasks import CrawlState
 from spiders import signals as fleet_signals
 from spiders.travel import CannotTravel
@@ -297,31 +298,21 @@ class FleetScheduler:
 
     # --- what the worker's threads tell (spiders.worker.build.WorkerListener) -------------------------------------
     def tasks_ready(self) -> None:
-        from twisted.internet import reactor
-
         if not self._nudge_pending:
             self._nudge_pending = True
-            reactor.callFromThread(self._nudge)
+            running_reactor().callFromThread(self._nudge)
 
     def slot_reserved(self, token: Any, slot: SendSlot) -> None:
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self._reserved, token, slot)
+        running_reactor().callFromThread(self._reserved, token, slot)
 
     def fenced(self) -> None:
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self._fenced)
+        running_reactor().callFromThread(self._fenced)
 
     def domain_blocked(self, domain: str, until: float) -> None:
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self._domain_blocked, domain, until)
+        running_reactor().callFromThread(self._domain_blocked, domain, until)
 
     def crawls_paused(self, crawlids: set[str]) -> None:
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self._hold_back, crawlids)
+        running_reactor().callFromThread(self._hold_back, crawlids)
 
     # --- on the reactor -------------------------------------------------------------------------------------------
     def _reserved(self, token: Any, slot: SendSlot) -> None:
@@ -347,9 +338,7 @@ class FleetScheduler:
 
     def _nudge_in(self, seconds: float) -> None:
         if seconds > 0:
-            from twisted.internet import reactor
-
-            reactor.callLater(seconds, self._nudge)  # type: ignore[arg-type]  # twisted types reactor as its interfaces
+            running_reactor().callLater(seconds, self._nudge)
         else:
             self._nudge()
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from deploy.procs import wait_for
 from frontier.client import FrontierClient, Outcome
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Politeness
 from frontier.robots_cache import MINE_WAIT, PENDING_WAIT, RobotsCache, fetch_http
 from messaging import keys
+from messaging.clock import ManualClock
 from messaging.siteconfig import Rate, SiteConfig
 from messaging.tasks import Task, queue_score
 
@@ -26,6 +26,8 @@ pytestmark = pytest.mark.integration
 
 T0 = 1_700_000_000.0
 AGENT = "crawlfleet"
+LOCK = 30.0  # a claim's TTL in these tests (seconds): time passes on a ManualClock, never waited for
+LOCK_MS = int(LOCK * 1000)
 HOST = "127.0.0.1"  # an IP address is its own domain
 
 
@@ -114,12 +116,12 @@ def test_fetched_once_for_the_cluster(svc: Any, site: RobotsServer, procs: Any) 
 
 def test_cached_with_a_ttl_then_fetched_again(svc: Any, site: RobotsServer) -> None:
     redis = svc.redis()
-    cache = RobotsCache(redis, fetch_http, ttl=1.0, local_seconds=0.0)
+    cache = RobotsCache(redis, fetch_http, ttl=60.0, local_seconds=0.0)
     assert cache.allowed(site.url("/public"), AGENT) is True
     assert cache.allowed(site.url("/private/x"), AGENT) is False
     assert site.requests == 1
-    assert 0 < redis.pttl(robots_key(site)) <= 1000
-    wait_for(lambda: not redis.exists(robots_key(site)), 5, "the cached robots.txt to expire")
+    assert 59_000 < redis.pttl(robots_key(site)) <= 60_000  # stored with the cache's TTL
+    redis.delete(robots_key(site))  # as when that TTL runs out (Redis's part: not waited for)
     site.body = b"User-agent: *\nDisallow: /\n"
     assert cache.allowed(site.url("/public"), AGENT) is False
     assert site.requests == 2
@@ -251,13 +253,24 @@ def test_a_retry_after_sets_the_next_attempt(svc: Any, site: RobotsServer) -> No
 def test_a_claim_is_one_call_and_renewed_only_by_its_holder(svc: Any, site: RobotsServer) -> None:
     redis = svc.redis()
     lock = keys.robots_lock(HOST, f"{HOST}:{site.port}")
-    mine, other = RobotsCache(redis, lock_seconds=1.0), RobotsCache(redis, lock_seconds=1.0)
+    clock = ManualClock(T0)  # when the claims are renewed; the lock's TTL runs in Redis (lowered by pass_time)
+    mine, other = RobotsCache(redis, lock_seconds=LOCK, clock=clock), RobotsCache(redis, lock_seconds=LOCK)
     assert mine.claim(site.url()) and not other.claim(site.url())
     assert mine.state(site.url()) == "pending"  # its own claim: it fetches already
-    for _ in range(4):  # longer than the claim's TTL, renewed every third of it: never lapses
-        time.sleep(0.35)
-        assert mine.renew_claims() == [] and not other.claim(site.url())
-    assert 600 < redis.pttl(lock) <= 1000
+    assert LOCK_MS - 1000 < redis.pttl(lock) <= LOCK_MS
+
+    def pass_time(seconds: float) -> int:
+        """``seconds`` go by for the claims' clock and for the lock's TTL alike; the TTL left."""
+        clock.advance(seconds)
+        redis.pexpire(lock, redis.pttl(lock) - int(seconds * 1000))
+        return redis.pttl(lock)
+
+    for _ in range(4):  # four renew periods, longer than the claim's TTL: it never lapses
+        left = pass_time(LOCK / 6)
+        assert mine.renew_claims() == [] and redis.pttl(lock) <= left  # not a third yet: not renewed (no call)
+        pass_time(LOCK / 6)
+        assert mine.renew_claims() == [] and redis.pttl(lock) > LOCK_MS - 1000  # a third: back to the full TTL
+        assert not other.claim(site.url())
     assert other.renew_claims() == []  # it holds nothing
     mine.store(site.url(), "User-agent: *\nDisallow: /x\n")
     assert not redis.exists(lock) and len(mine.claims) == 0
@@ -267,8 +280,10 @@ def test_a_claim_is_one_call_and_renewed_only_by_its_holder(svc: Any, site: Robo
 
 def test_a_lost_claim_is_reported(svc: Any, site: RobotsServer) -> None:
     redis = svc.redis()
-    mine = RobotsCache(redis, lock_seconds=0.3)
+    clock = ManualClock(T0)
+    mine = RobotsCache(redis, lock_seconds=LOCK, clock=clock)
     assert mine.claim(site.url())
-    redis.delete(keys.robots_lock(HOST, f"{HOST}:{site.port}"))
-    time.sleep(0.15)
+    redis.delete(keys.robots_lock(HOST, f"{HOST}:{site.port}"))  # expired, or taken over, while the fetch ran
+    assert mine.renew_claims() == [] and len(mine.claims) == 1  # not due yet: not asked
+    clock.advance(LOCK / 3)
     assert mine.renew_claims() == [site.url()] and len(mine.claims) == 0
