@@ -31,6 +31,7 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from scrapy import signals
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task, threads
 
 from messaging import keys, modules
@@ -142,21 +143,29 @@ class WorkerMetrics:
         self._loop = task.LoopingCall(self._register)
         self._loop.start(REGISTER_EVERY, now=True)
 
-    def engine_stopped(self) -> Any:
+    async def engine_stopped(self) -> None:
         if FEED.extension is self:
             FEED.extension = None
         final = self._scrapy_stats(self._feed())
-        if final is not None:  # the worker's last word: its stats as Scrapy dumps them at the end
-            threads.deferToThread(self._write_scrapy_stats, final).addErrback(
-                lambda f: logger.warning("could not write the final stats: %s", f.getErrorMessage()))
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        if self.endpoint is not None:
-            endpoint, self.endpoint = self.endpoint, None
+        endpoint, self.endpoint = self.endpoint, None
+        if endpoint is not None:
             endpoint.close()
-            if self.redis is not None:
-                return threads.deferToThread(endpoint.unregister, self.redis).addErrback(lambda _: None)
-        return None
+
+        def last_word() -> None:  # a thread; Scrapy waits for it before the process ends
+            if final is not None:  # the worker's stats as Scrapy dumps them at the end (the crawl page sums them)
+                try:
+                    self._write_scrapy_stats(final)
+                except Exception as exc:  # a Redis that is gone: the last periodic write stands
+                    logger.warning("could not write the final stats: %s", exc)
+            if endpoint is not None and self.redis is not None:
+                try:
+                    endpoint.unregister(self.redis)
+                except Exception:  # its registration expires by itself
+                    pass
+
+        await maybe_deferred_to_future(threads.deferToThread(last_word))
 
     def _register(self) -> Any:
         endpoint = self.endpoint
