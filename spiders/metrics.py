@@ -123,6 +123,7 @@ class WorkerMetrics:
         self.item_crawls: set[str] = set()  # crawls this job stored items for since the last registration
         self.usage = ProcessUsage()
         self._loop: Any = None
+        self._serves: tuple[str, str] | None = None  # (crawl, job) of a worker of one crawl, once its feed ran
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> WorkerMetrics:
@@ -204,12 +205,15 @@ class WorkerMetrics:
         return d
 
     def _scrapy_stats(self, feed: Any) -> tuple[str, str, str] | None:
-        """(crawl, job, its Scrapy stats as JSON) of a worker that serves one crawl, else None."""
+        """(crawl, job, its Scrapy stats as JSON) of a worker that serves one crawl, else None. At the end the feed is
+        gone with the engine's scheduler: the crawl and job it had are remembered."""
         crawlid = getattr(getattr(feed, "info", None), "crawlid", "")
-        if not crawlid or self.crawler.stats is None:
+        if crawlid:
+            self._serves = (crawlid, feed.info.job)
+        if self._serves is None or self.crawler.stats is None:
             return None
         stats = json.dumps(self.crawler.stats.get_stats(), default=str, sort_keys=True)
-        return crawlid, feed.info.job, stats
+        return *self._serves, stats
 
     def _write_scrapy_stats(self, scrapy_stats: tuple[str, str, str], pipe: Any = None) -> None:
         crawlid, job, stats = scrapy_stats
