@@ -102,7 +102,7 @@ def test_kill_9_of_a_worker_mid_crawl_loses_and_doubles_nothing(setup: Setup) ->
     try:
         schedule(setup, "catalog", job)
         second = f"{job}.2"
-        wait_for(lambda: fleet.cf.mongo()[job].count_documents({"job": second}) >= 3, WAIT,
+        wait_for(lambda: fleet.mongo[job].count_documents({"job": second}) >= 3, WAIT,
                  "the second worker storing items")
         (running,) = [r for r in setup.manager.get("listjobs.json", project=NAME)["running"] if r["id"] == second]
         os.kill(int(running["pid"]), signal.SIGKILL)  # no goodbye: its leases come back when its heartbeat expires
