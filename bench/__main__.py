@@ -24,7 +24,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "bloom": ["--urls", "1000000"],
     "bloom_groups": [],
     "extraction": [],
-    "crawl": ["--pages", "3000"],
+    "crawl": ["--pages", "3000", "--profile"],
     "broad": ["--hosts", "10,1000", "--pages", "2000"],
     "importance": [],
     "scaling": [],

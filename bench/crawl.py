@@ -1,6 +1,6 @@
 """Crawl throughput: crawlfleet (1 and 2 workers) against plain Scrapy and scrapy-redis, on one static site.
 
-    python -m bench.crawl [--pages N] [--rounds R] [--sides S,…] [--run-dir D] [--json]
+    python -m bench.crawl [--pages N] [--rounds R] [--sides S,…] [--run-dir D] [--profile] [--json]
 
 The same spider (the fleet's ``universal`` with ``DEMO_UNIVERSAL_RULE``) with the same downloader middlewares and
 item pipelines (decode, clean, extract, MongoDB) crawls the same three demo sites (``news``, ``china`` in GBK,
@@ -36,6 +36,13 @@ from ``/proc/<pid>/stat``. With ``--json`` the last line is::
      "fleet2_vs_scrapy": …, "fleet1_vs_scrapy_redis": …, "fleet1_vs_scrapy_pool": …, "project_fleet2_vs_scrapy": …,
      "cpu_s_per_1000_pages": {side: {group: …}}}
 
+With ``--profile`` (issue 39) the workers' CPU is also split by step (:func:`bench.crawl_cpu.step_seconds`): the
+reactor thread, the feed thread, the heartbeat thread, other threads, the page-work processes; and a *CPU budget*
+is printed: milliseconds of CPU per page of every step and process group, one column per side beside plain
+Scrapy's, with each side's total over Scrapy's. Where a side has no pool, its page work is on the reactor thread
+and counts there. The JSON line gets ``"cpu_ms_per_page": {side: {step or group: ms, "total": ms}}`` and
+``"cpu_vs_scrapy": {side: total / scrapy's total}``.
+
 Goals (issue 26, this 2-core machine): fleet_1 >= 1.1 x scrapy, fleet_2 >= 1.8 x scrapy. Needs nginx
 (``deploy/install-bench-deps.sh``, run by ``make bench``) and scrapy-redis (the ``bench`` extra). The rendered
 site is cached under ``--run-dir`` (default ``$CRAWLFLEET_RUN_DIR/bench-crawl``); services run there too and are
@@ -53,6 +60,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.crawl_cpu import STEPS
 from bench.crawl_sides import SIDES, SideResult
 
 DEFAULT_SIDES = ("scrapy", "fleet_1", "fleet_2", "scrapy_redis")
@@ -61,6 +69,11 @@ RATIOS = {"fleet1_vs_scrapy": ("fleet_1", "scrapy"), "fleet2_vs_scrapy": ("fleet
           "fleet1_vs_scrapy_redis": ("fleet_1", "scrapy_redis"), "fleet1_vs_scrapy_pool": ("fleet_1", "scrapy_pool"),
           "project_fleet2_vs_scrapy": ("project_fleet_2", "project_scrapy")}
 CPU_ORDER = ("workers", "master", "kafka_monitor", "redis_monitor", "redis", "mongodb", "kafka", "zookeeper", "nginx")
+# The CPU budget's rows (--profile): the workers' steps in place of their total, then the other groups.
+BUDGET_ORDER = (*(f"workers.{step}" for step in STEPS), *CPU_ORDER[1:])
+BUDGET_LABELS = {"workers.reactor": "reactor thread", "workers.feed": "feed thread",
+                 "workers.heartbeat": "heartbeat thread", "workers.threads": "other threads",
+                 "workers.page_processes": "page processes"}
 
 
 def side_order(sides: Sequence[str], round_no: int) -> list[str]:
@@ -89,8 +102,28 @@ def summarize(results: Iterable[SideResult]) -> dict[str, Any]:
     summary: dict[str, Any] = {"pages_per_min": pages_per_min}
     for name, (numerator, denominator) in RATIOS.items():
         summary[name] = ratio(pages_per_min.get(numerator), pages_per_min.get(denominator))
-    summary["cpu_s_per_1000_pages"] = cpu
+    summary["cpu_s_per_1000_pages"] = {side: {group: value for group, value in groups.items() if "." not in group}
+                                       for side, groups in cpu.items()}
+    if any("." in group for groups in cpu.values() for group in groups):  # --profile: the budget by step
+        summary["cpu_ms_per_page"] = budget = {side: cpu_budget(groups) for side, groups in cpu.items()}
+        plain = budget.get("scrapy", {}).get("total")
+        summary["cpu_vs_scrapy"] = {side: ratio(costs["total"], plain) for side, costs in budget.items()}
     return summary
+
+
+def cpu_budget(groups: dict[str, float]) -> dict[str, float]:
+    """A side's CPU ms per page by step and group (s per 1,000 pages are ms per page), and their total: the
+    workers' steps stand for the workers' total (they add up to it)."""
+    steps = [group for group in groups if group.startswith("workers.")]
+    kept = {group: value for group, value in groups.items()
+            if not (steps and group == "workers") and ("." not in group or group in steps)}
+    budget = {group: kept[group] for group in sorted(kept, key=_budget_rank)}
+    budget["total"] = round(sum(budget.values()), 3)
+    return budget
+
+
+def _budget_rank(group: str) -> tuple[int, str]:
+    return (BUDGET_ORDER.index(group) if group in BUDGET_ORDER else len(BUDGET_ORDER), group)
 
 
 def _cpu_rank(group: str) -> tuple[int, str]:
@@ -108,12 +141,29 @@ def report(results: Sequence[SideResult], summary: dict[str, Any]) -> list[str]:
     for side, cpu in summary["cpu_s_per_1000_pages"].items():
         cells = " ".join(f"{cpu[g]:>13.2f}" if g in cpu else f"{'-':>13}" for g in groups)
         lines.append(f"{side:<13} {summary['pages_per_min'][side]:>10,.0f} {cells} {sum(cpu.values()):>8.2f}")
+    if "cpu_ms_per_page" in summary:
+        lines += budget_table(summary["cpu_ms_per_page"], summary["cpu_vs_scrapy"])
     lines.append("")
     for name in RATIOS:
         value = summary.get(name)
         goal = GOALS.get(name)
         shown = f"{value:.3f}" if value is not None else "n/a"
         lines.append(f"{name}: {shown}" + (f" (goal >= {goal})" if goal else ""))
+    return lines
+
+
+def budget_table(budget: dict[str, dict[str, float]], versus: dict[str, float | None]) -> list[str]:
+    """The CPU budget (--profile): one row per step or process group, one column per side, ms of CPU per page."""
+    sides = list(budget)
+    rows = sorted({group for costs in budget.values() for group in costs if group != "total"}, key=_budget_rank)
+    lines = ["", "CPU budget, ms of CPU per page (median over rounds; all processes of the side counted):",
+             f"{'':<18}" + "".join(f"{side:>13}" for side in sides)]
+    for group in rows:
+        cells = "".join(f"{budget[side][group]:>13.3f}" if group in budget[side] else f"{'-':>13}" for side in sides)
+        lines.append(f"{BUDGET_LABELS.get(group, group):<18}{cells}")
+    lines.append(f"{'total':<18}" + "".join(f"{budget[side]['total']:>13.3f}" for side in sides))
+    lines.append(f"{'x scrapy':<18}" + "".join(f"{versus[side]:>13.3f}" if versus.get(side) else f"{'-':>13}"
+                                                for side in sides))
     return lines
 
 
@@ -126,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="services, logs and the rendered site (default $CRAWLFLEET_RUN_DIR/bench-crawl)")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds a side may take (default: 120 + 0.2 per page, i.e. at least 300 pages/min)")
+    parser.add_argument("--profile", action="store_true",
+                        help="split the workers' CPU by thread and page processes; print the CPU budget per page")
     parser.add_argument("--json", action="store_true", help="print a JSON line last")
     args = parser.parse_args(argv)
     sides = [side.strip() for side in args.sides.split(",") if side.strip()]
@@ -144,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
 
     results: list[SideResult] = []
-    with CrawlBench(run_dir.resolve(), articles, timeout, echo) as bench:
+    with CrawlBench(run_dir.resolve(), articles, timeout, echo, profile=args.profile) as bench:
         for round_no in range(1, args.rounds + 1):
             for side in side_order(sides, round_no):
                 result = bench.run_side(side, round_no)

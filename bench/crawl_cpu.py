@@ -10,6 +10,14 @@ service (Redis, MongoDB, nginx) spent before a side started does not count.
 
 A side's window (first request to last item stored) is only known afterwards, so a :class:`CpuSampler` thread
 samples every group a few times a second and :func:`cpu_between` interpolates the two ends linearly.
+
+A group may also be split into *steps* (``bench.crawl --profile``; :func:`step_seconds`): a worker's own CPU by
+thread, read from ``/proc/<pid>/task/<tid>/stat`` — the main thread (``reactor``: Scrapy's engine, the scheduler,
+the spider, pipelines not sent to the pool), the ``feed`` and ``heartbeat`` threads (named ``feed-<job>`` and
+``heartbeat-<job>`` in ``/proc`` by :func:`messaging.threadnames.name_os_thread`), every other thread
+(``threads``: Twisted's thread pool, the Kafka, ZooKeeper and stats threads; threads that ended count here, as the
+process's own fields keep their time) — and its children (``page_processes``: the page-work pool). Reading a few
+dozen small files four times a second costs the bench, not the worker.
 """
 
 from __future__ import annotations
@@ -78,6 +86,62 @@ def group_seconds(groups: Mapping[str, Iterable[int]], stats: Mapping[int, tuple
             for name, pids in groups.items() if pids and all(pid in stats for pid in pids)}
 
 
+STEPS = ("reactor", "feed", "heartbeat", "threads", "page_processes")
+THREAD_STEPS = (("feed-", "feed"), ("heartbeat-", "heartbeat"))  # named threads by their name's start
+
+
+def read_threads(pid: int, proc: Path = PROC) -> dict[int, tuple[str, int]]:
+    """``(name, own ticks)`` of each live thread of process ``pid`` by thread id (none when it is gone)."""
+    threads: dict[int, tuple[str, int]] = {}
+    try:
+        tasks = list((proc / str(pid) / "task").iterdir())
+    except OSError:
+        return threads
+    for task in tasks:
+        try:
+            line = (task / "stat").read_text()
+            threads[int(task.name)] = (line[line.index("(") + 1 : line.rindex(")")], parse_stat(line)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return threads
+
+
+def step_ticks(root: int, stats: Mapping[int, tuple[int, int, int]],
+               threads: Mapping[int, tuple[str, int]]) -> dict[str, int]:
+    """Ticks of process ``root`` by step (:data:`STEPS`): its threads' own and its descendants'."""
+    steps = dict.fromkeys(STEPS, 0)
+    _, own, _ = stats[root]
+    steps["page_processes"] = tree_ticks([root], stats) - own
+    for tid, (name, ticks) in threads.items():
+        if tid == root:
+            steps["reactor"] += ticks
+            continue
+        for prefix, step in THREAD_STEPS:
+            if name.startswith(prefix):
+                steps[step] += ticks
+    # The process's own fields also hold the threads that ended: what the named threads do not account for.
+    steps["threads"] = max(0, own - steps["reactor"] - steps["feed"] - steps["heartbeat"])
+    return steps
+
+
+def step_seconds(groups: Mapping[str, Iterable[int]], split: Iterable[str],
+                 stats: Mapping[int, tuple[int, int, int]], proc: Path = PROC,
+                 ticks_per_second: float = CLOCK_TICKS) -> dict[str, float]:
+    """CPU seconds of each group in ``split`` by step, as ``"<group>.<step>"`` (groups with a root gone are left
+    out, as in :func:`group_seconds`)."""
+    seconds: dict[str, float] = {}
+    for name in split:
+        roots = list(groups.get(name, ()))
+        if not roots or not all(pid in stats for pid in roots):
+            continue
+        totals = dict.fromkeys(STEPS, 0)
+        for root in roots:
+            for step, ticks in step_ticks(root, stats, read_threads(root, proc)).items():
+                totals[step] += ticks
+        seconds.update({f"{name}.{step}": ticks / ticks_per_second for step, ticks in totals.items()})
+    return seconds
+
+
 Sample = tuple[float, dict[str, float]]  # (epoch seconds, CPU seconds by group)
 
 
@@ -108,11 +172,13 @@ def _at(samples: list[Sample], moment: float, name: str) -> float:
 
 
 class CpuSampler:
-    """A thread sampling the CPU of process groups every ``interval`` seconds; groups may change between sides."""
+    """A thread sampling the CPU of process groups every ``interval`` seconds; groups may change between sides.
+    The groups named in ``split`` are also sampled by step (:func:`step_seconds`)."""
 
     def __init__(self, groups: Callable[[], Mapping[str, Iterable[int]]], interval: float = 0.25,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, split: Iterable[str] = ()) -> None:
         self.groups = groups
+        self.split = tuple(split)
         self.interval = interval
         self.clock = clock
         self.samples: list[Sample] = []
@@ -126,7 +192,10 @@ class CpuSampler:
 
     def sample(self) -> None:
         groups = {name: list(pids) for name, pids in self.groups().items()}
-        values = group_seconds(groups, read_stats())
+        stats = read_stats()
+        values = group_seconds(groups, stats)
+        if self.split:
+            values.update(step_seconds(groups, self.split, stats))
         with self._lock:
             self.samples.append((self.clock(), values))
 

@@ -105,7 +105,8 @@ class CrawlBench:
 
     rule: dict[str, Any] = DEMO_UNIVERSAL_RULE  # every side's crawl rule (bench.broad crawls with its own)
 
-    def __init__(self, run_dir: Path, articles: int, timeout: float, echo: Any = print) -> None:
+    def __init__(self, run_dir: Path, articles: int, timeout: float, echo: Any = print,
+                 profile: bool = False) -> None:
         self.run_dir = run_dir
         self.services_dir = run_dir / "services"
         self.logs = run_dir / "logs"
@@ -115,7 +116,8 @@ class CrawlBench:
         self.state: dict[str, Any] = {}
         self.env: dict[str, str] = {}
         self.side_groups: dict[str, list[int]] = {}
-        self.sampler = CpuSampler(self.groups)
+        # --profile: a side's worker processes (or Scrapy's one) by thread and page-work children as well
+        self.sampler = CpuSampler(self.groups, split=("workers",) if profile else ())
         self._procs: list[Any] = []
         self._redis: Any = None
         self._mongo: Any = None

@@ -8,10 +8,11 @@ domain_blocked = object()
 """A site answered 429/503: its domain is blocked for the cluster; kwargs: ``domain``, ``until`` (this process's
 ``time.monotonic()``). The scheduler holds back tasks of the domain it had already leased until then."""
 
-download_sample = object()
-"""A download ended (``spiders.middlewares.adaptive``): kwargs ``request``, ``latency`` (seconds), ``status`` (0: no
-response), ``error`` (5xx, timeout, connection error). The scheduler reports those of adaptive sites to the cluster's
-shared delay (``frontier.adaptive``)."""
+download_samples = object()
+"""Downloads ended (``spiders.middlewares.adaptive``, a batch every quarter of a second at most): kwarg ``samples``,
+a list of ``(url, latency, status, error)``: latency in seconds, status 0 for no response, error for a 5xx, a timeout
+or a connection error. The scheduler reports those of adaptive sites to the cluster's shared delay
+(``frontier.adaptive``)."""
 
 item_stored = object()
 """The fleet's store of one's own spider's items (``spiders.pipelines.own_items``) has an item for good: kwargs

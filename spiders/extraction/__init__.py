@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import NotRequired, TypedDict
 
+from selectolax.lexbor import LexborHTMLParser
+
 from spiders.encoding import decode_html, repair_mojibake
 from spiders.extraction.article import without_forms
 from spiders.extraction.blocks import Params, select_blocks
@@ -35,7 +37,7 @@ from spiders.extraction.markdown import render_markdown
 from spiders.extraction.parse import clip, clip_bytes, hide_screen_reader_text, parse_html
 from spiders.extraction.title import find_title
 
-__all__ = ["Extracted", "Params", "Prepared", "extract", "prepare", "select", "select_and_join"]
+__all__ = ["Extracted", "Params", "Prepared", "extract", "parse_html", "prepare", "select", "select_and_join"]
 
 
 class Extracted(TypedDict):
@@ -79,11 +81,14 @@ def _headline_index(blocks: list[Block], title: str | None) -> int | None:
     return None
 
 
-def prepare(html: str, params: Params | None = None, url: str | None = None) -> Prepared:
-    """Parse ``html`` and cut it into blocks; read title and metadata date first (linearising prunes <head>).
-    ``url`` (else the page's canonical link or og:url) tells links to the page's own site from others."""
+def prepare(html: str, params: Params | None = None, url: str | None = None,
+            document: LexborHTMLParser | None = None) -> Prepared:
+    """Parse ``html`` (unless ``document`` is its :func:`parse_html`, unpruned) and cut it into blocks; read title
+    and metadata date first (linearising prunes <head>). ``url`` (else the page's canonical link or og:url) tells
+    links to the page's own site from others."""
     html = clip(html)  # an oversized page's metadata is scanned no further than it is parsed
-    document = parse_html(html)
+    if document is None:
+        document = parse_html(html)
     if document is None:
         return Prepared(blocks=[], tree=Tree(), title=None, headline=None, published=None)
     title = find_title(document) or None
@@ -124,7 +129,7 @@ def select_and_join(prepared: Prepared, params: Params | None = None) -> str:
 
 
 def extract(html: str | bytes, url: str | None = None, *, params: Params | None = None,
-            markdown: bool = False, images: bool = False) -> Extracted:
+            markdown: bool = False, images: bool = False, document: LexborHTMLParser | None = None) -> Extracted:
     """Extract a page's main text, title and publication date.
 
     ``html`` is the page as text, or as raw bytes (decoded by :func:`spiders.encoding.decode_html`). ``url`` (or,
@@ -132,11 +137,13 @@ def extract(html: str | bytes, url: str | None = None, *, params: Params | None 
     rule depends on which site a page comes from.
     With ``markdown`` the result also holds the main text as CommonMark (``markdown.py``; ``images`` keeps the
     images inside its lines).
+    ``document``: the page already parsed by :func:`~spiders.extraction.parse.parse_html` (from the same text, and
+    only read since: the extraction prunes it), so that the metadata and the extraction share one parse.
     Never raises on malformed input: a page without text gives ``{"text": "", "title": None, "published": None}``.
     """
     if isinstance(html, bytes | bytearray):
         html, _ = decode_html(clip_bytes(bytes(html)))
-    prepared = prepare(html or "", params, url)
+    prepared = prepare(html or "", params, url, document)
     selected = select(prepared, params)
     published = prepared.published
     if published is None and selected:  # no metadata: look for a dated byline around the start of the text

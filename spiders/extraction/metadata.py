@@ -9,7 +9,9 @@
 Sources, most authoritative first: the page's main JSON-LD entity (an article or a product; ``@graph`` searched),
 microdata read by extruct (only on pages saying ``itemscope``: it needs a second, lxml parse), OpenGraph and its
 ``article:``/``product:`` properties, Twitter cards, then the plain head (``<title>``, ``<meta name=author>``,
-``<link rel=canonical>``, ``<html lang>``). The head is read with lexbor (selectolax) in one CSS query.
+``<link rel=canonical>``, ``<html lang>``). The head is read with lexbor (selectolax) in one CSS query, from the
+extraction's own parse of the page when the caller hands it over (``document``: read before the extraction prunes
+it, so a page is parsed once for both; :func:`spiders.pipelines.pageproc.page_work`).
 
 Bounded and forgiving: at most ``MAX_BLOCKS`` JSON-LD blocks of ``MAX_BLOCK_CHARS`` each are read, every string is
 cut to ``MAX_VALUE_CHARS``, lists to ``MAX_LIST``; a block that is not JSON (extruct's own leniency first: comment
@@ -152,11 +154,12 @@ def _product_fields(product: dict[str, Any]) -> dict[str, str]:
 class _Head:
     """What the document's head (and ``<html>``) says: meta properties, links, title, language, JSON-LD."""
 
-    def __init__(self, html: str) -> None:
+    def __init__(self, html: str, document: LexborHTMLParser | None = None) -> None:
         self.meta: dict[str, str] = {}
         self.title = self.canonical = self.lang = None
         self.scripts: list[str] = []
-        document = LexborHTMLParser(html)
+        if document is None:
+            document = LexborHTMLParser(html)
         for node in document.css(_HEAD_QUERY):
             tag, attributes = node.tag, node.attributes
             if tag == "meta":
@@ -186,9 +189,11 @@ def _microdata(html: str, url: str | None) -> list[dict[str, Any]]:
     return [item for item in found.get("microdata", []) if isinstance(item, dict)]
 
 
-def page_metadata(html: str, url: str | None = None) -> tuple[dict[str, Any], int]:
-    """The page's metadata (see the module docstring) and the number of broken JSON-LD blocks skipped."""
-    head = _Head(html)
+def page_metadata(html: str, url: str | None = None,
+                  document: LexborHTMLParser | None = None) -> tuple[dict[str, Any], int]:
+    """The page's metadata (see the module docstring) and the number of broken JSON-LD blocks skipped.
+    ``document``: ``html`` already parsed (:func:`spiders.extraction.parse.parse_html`) and not yet pruned."""
+    head = _Head(html, document)
     broken = 0
     nodes: list[dict[str, Any]] = []
     for script in head.scripts:

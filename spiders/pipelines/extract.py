@@ -14,7 +14,8 @@ for the GIL, so it runs either in a process pool (:mod:`spiders.pipelines.pagewo
 the host has more than one core per worker; the item then arrives here without ``_html``) or right here in the
 reactor thread. It must never cost an item: when it raises, the item
 goes on without text, the failure is logged on one line (the traceback only the first time in this process) and
-counted (``extract/failed`` in Scrapy's stats, ``stats:crawler:extract:failed:…`` for the cluster).
+counted (``extract/failed`` in Scrapy's stats, ``stats:crawler:extract:failed:…`` for the cluster). The page's
+tree parsed by the metadata pipeline (``_document``) is reused, not parsed again.
 """
 
 from __future__ import annotations
@@ -59,11 +60,13 @@ class ExtractPipeline:
         outputs = chosen_outputs(item)
         item.pop("_outputs", None)
         url = item.get("url")
+        # The page as the metadata pipeline parsed it (one parse a page), if it did.
+        shared = {"document": document} if (document := item.pop("_document", None)) is not None else {}
         try:
             if "markdown" in outputs:
-                extracted = self.extractor(html or "", url, markdown=True)
+                extracted = self.extractor(html or "", url, markdown=True, **shared)
             else:
-                extracted = self.extractor(html or "", url)
+                extracted = self.extractor(html or "", url, **shared)
         except Exception as exc:  # a bug on one odd page must not lose the item: it is stored without text
             self._failed(url, exc)
             return item

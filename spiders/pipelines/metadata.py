@@ -7,6 +7,9 @@ availability). Only when the crawl's rule chose ``metadata`` in its ``outputs`` 
 leaves the field out. A broken JSON-LD block is skipped and counted (``metadata/broken`` in Scrapy's stats,
 ``stats:crawler:metadata:broken:…`` for the cluster); if reading the metadata fails altogether, the item goes on
 without it, logged on one line and counted as ``metadata/failed``. Never a lost item.
+
+The page is parsed once for both pipelines: the tree parsed here is left on the item as ``_document`` (a private
+field: never stored) for the extraction pipeline, which pops it and prunes it after the metadata was read.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from spiders.extraction import parse_html
 from spiders.extraction.metadata import page_metadata
 from spiders.pipelines import close_counters, cluster_counters
 from spiders.pipelines.extract import chosen_outputs
@@ -40,7 +44,8 @@ class MetadataPipeline:
             return item
         url = item.get("url")
         try:
-            metadata, broken = page_metadata(html, url)
+            item["_document"] = document = parse_html(html)  # the extraction pipeline's too (one parse a page)
+            metadata, broken = page_metadata(html, url, document)
         except Exception as exc:  # a bug on one odd page must not lose the item: it is stored without metadata
             logger.warning("metadata failed on %s (%s: %s); the item is kept without it", url, type(exc).__name__,
                            exc, exc_info=None if self._traceback_logged else exc)

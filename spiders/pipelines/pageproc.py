@@ -35,18 +35,23 @@ def frame(message: Any) -> bytes:
 
 def page_work(html: str, url: str | None, outputs: list[str]) -> dict[str, Any]:
     """What the metadata and extraction pipelines compute for one page (only the fields the item takes:
-    ``text``/``markdown`` only when chosen)."""
-    from spiders.extraction import extract
+    ``text``/``markdown`` only when chosen), from one parse of the page: the metadata reads the tree the
+    extraction then prunes."""
+    from spiders.extraction import extract, parse_html
     from spiders.extraction.metadata import page_metadata
 
     result: dict[str, Any] = {}
+    try:
+        document = parse_html(html or "")
+    except Exception:  # never expected: then each part parses (and fails) on its own, as the pipelines would
+        document = None
     if "metadata" in outputs:
         try:
-            result["metadata"], result["broken"] = page_metadata(html, url)
+            result["metadata"], result["broken"] = page_metadata(html, url, document)
         except Exception as exc:
             result["metadata_error"] = f"{type(exc).__name__}: {exc}"
     try:
-        extracted = extract(html or "", url, markdown="markdown" in outputs)
+        extracted = extract(html or "", url, markdown="markdown" in outputs, document=document)
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
     else:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from frontier.registry import Fenced, WorkerRegistry
+from messaging.threadnames import name_os_thread
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class Heartbeat:
         return registered
 
     def _run(self) -> None:
+        name_os_thread()  # "heartbeat-<job>" in /proc (top -H, bench.crawl --profile)
         while not self._stop.is_set():
             started = self.turned_at = self.clock()
             try:

@@ -88,7 +88,7 @@ class FleetScheduler:
         scheduler = cls(crawler)
         crawler.signals.connect(scheduler._storage_backlog, signal=fleet_signals.storage_backlog)
         crawler.signals.connect(scheduler._domain_blocked, signal=fleet_signals.domain_blocked)
-        crawler.signals.connect(scheduler._download_sample, signal=fleet_signals.download_sample)
+        crawler.signals.connect(scheduler._download_samples, signal=fleet_signals.download_samples)
         return scheduler
 
     # --- what spiders and middlewares ask -------------------------------------------------------------------------
@@ -358,13 +358,16 @@ class FleetScheduler:
             if not full:
                 self._nudge()
 
-    def _download_sample(self, request: Any, latency: float, status: int, error: bool, **_: Any) -> None:
-        """A download ended: an adaptive site's latency or error goes to its shared delay (``frontier.adaptive``)."""
+    def _download_samples(self, samples: list[tuple[str, float, int, bool]], **_: Any) -> None:
+        """Downloads ended: each adaptive site's latency or error goes to its shared delay (``frontier.adaptive``)."""
         if self.worker is None:
             return
-        domain = domain_of(request.url)
-        if self.worker.feed.politeness.rates.rate_for(domain).adaptive:
-            self.worker.feed.sample(Sample(domain, latency, status, error))
+        feed = self.worker.feed
+        rates = feed.politeness.rates
+        for url, latency, status, error in samples:
+            domain = domain_of(url)
+            if rates.rate_for(domain).adaptive:
+                feed.sample(Sample(domain, latency, status, error))
 
     def _fenced(self) -> None:
         logger.error("this job was retired by the master: closing the spider")

@@ -6,8 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.crawl import ratio, side_order, summarize
-from bench.crawl_cpu import cpu_between, group_seconds, parse_stat, tree_ticks
+from bench.crawl import budget_table, ratio, side_order, summarize
+from bench.crawl_cpu import (
+    CpuSampler,
+    cpu_between,
+    group_seconds,
+    parse_stat,
+    read_threads,
+    step_seconds,
+    step_ticks,
+    tree_ticks,
+)
 from bench.crawl_sides import SideResult, page_work_settings
 from bench.crawl_site import Fetch, bench_sites, check_fetches, crawled_paths, file_for, nginx_conf, parse_access_line
 
@@ -61,6 +70,73 @@ def test_summary_medians_ratios_and_cpu_per_1000_pages() -> None:
     assert summary["cpu_s_per_1000_pages"]["scrapy"] == {"workers": 5.0, "nginx": 0.0}  # median of 0.2, 0, 0
     assert list(summary["cpu_s_per_1000_pages"]["fleet_1"]) == ["workers", "redis"]  # process order, not a-z
     assert summary["cpu_s_per_1000_pages"]["fleet_1"]["redis"] == 1.0
+
+
+def thread_stat(tid: int, name: str, utime: int, stime: int) -> str:
+    return f"{tid} ({name}) S 4000 4242 4000 0 -1 4194560 9000 0 0 0 {utime} {stime} 0 0 20 0 9 0 100 2000000 9000"
+
+
+def fake_proc(root: Path, pid: int, threads: dict[int, tuple[str, int]]) -> Path:
+    for tid, (name, ticks) in threads.items():
+        task = root / str(pid) / "task" / str(tid)
+        task.mkdir(parents=True)
+        (task / "stat").write_text(thread_stat(tid, name, ticks, 0))
+    return root
+
+
+def test_a_processs_threads_are_read_by_name_and_ticks(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, 4242, {4242: ("python3", 100), 4250: ("feed-w (1)", 30)})
+    assert read_threads(4242, proc) == {4242: ("python3", 100), 4250: ("feed-w (1)", 30)}
+    assert read_threads(7, proc) == {}  # a process gone: no threads, no error
+
+
+def test_steps_split_a_worker_into_its_threads_and_its_page_processes() -> None:
+    # The worker 10 (its own 200 ticks, 20 of them reaped children's) and its page process 11.
+    stats = {10: (1, 200, 20), 11: (10, 70, 0)}
+    threads = {10: ("python3", 120), 12: ("feed-job-1", 40), 13: ("heartbeat-job-1", 5), 14: ("python3", 10)}
+    steps = step_ticks(10, stats, threads)
+    assert steps == {"reactor": 120, "feed": 40, "heartbeat": 5, "threads": 35, "page_processes": 90}
+    assert sum(steps.values()) == tree_ticks([10], stats)  # the steps add up to the worker's total
+
+
+def test_step_seconds_sum_the_roots_of_a_group_and_skip_a_group_gone(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, 10, {10: ("python3", 100), 12: ("feed-a", 20)})
+    fake_proc(tmp_path, 20, {20: ("python3", 50), 22: ("feed-b", 30)})
+    stats = {10: (1, 130, 0), 20: (1, 80, 0), 21: (20, 10, 0)}
+    seconds = step_seconds({"workers": [10, 20], "gone": [30]}, ["workers", "gone"], stats, proc, 100)
+    assert seconds == {"workers.reactor": 1.5, "workers.feed": 0.5, "workers.heartbeat": 0.0,
+                       "workers.threads": 0.1, "workers.page_processes": 0.1}
+
+
+def test_the_sampler_reads_this_process_by_step() -> None:
+    import os
+
+    sampler = CpuSampler(lambda: {"workers": [os.getpid()]}, split=["workers"])
+    sampler.sample()
+    _, values = sampler.take()[0]
+    assert set(values) == {"workers", "workers.reactor", "workers.feed", "workers.heartbeat", "workers.threads",
+                           "workers.page_processes"}
+    assert values["workers.reactor"] <= values["workers"]
+
+
+def test_the_profiled_summary_has_a_budget_per_side_beside_scrapys() -> None:
+    steps = {"workers.reactor": 6.0, "workers.feed": 0.0, "workers.heartbeat": 0.0, "workers.threads": 0.6,
+             "workers.page_processes": 0.0}
+    fleet = {"workers.reactor": 3.0, "workers.feed": 1.2, "workers.heartbeat": 0.06, "workers.threads": 0.3,
+             "workers.page_processes": 4.2}
+    runs = [result("scrapy", 1000, 60, {"workers": 6.6, "nginx": 0.4, **steps}),
+            result("fleet_1", 1000, 40, {"workers": 8.76, "master": 0.5, "redis": 1.0, **fleet})]
+    summary = summarize(runs)
+    assert summary["cpu_s_per_1000_pages"]["scrapy"] == {"workers": 6.6, "nginx": 0.4}  # no steps there
+    budget = summary["cpu_ms_per_page"]
+    assert list(budget["fleet_1"]) == ["workers.reactor", "workers.feed", "workers.heartbeat", "workers.threads",
+                                       "workers.page_processes", "master", "redis", "total"]
+    assert budget["scrapy"]["total"] == 7.0  # the steps stand for the workers' total, not beside it
+    assert budget["fleet_1"]["total"] == pytest.approx(10.26)
+    assert summary["cpu_vs_scrapy"] == {"scrapy": 1.0, "fleet_1": pytest.approx(1.466)}
+    table = "\n".join(budget_table(budget, summary["cpu_vs_scrapy"]))
+    assert "reactor thread" in table and "page processes" in table and "x scrapy" in table
+    assert "cpu_ms_per_page" not in summarize([result("scrapy", 10, 1, {"workers": 1.0})])  # without --profile
 
 
 def test_ratio_and_round_order() -> None:

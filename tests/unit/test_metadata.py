@@ -109,11 +109,54 @@ def test_pipeline_adds_metadata_keeps_the_html_and_follows_outputs():
 def test_pipeline_keeps_the_item_when_reading_fails(monkeypatch):
     import spiders.pipelines.metadata as module
 
-    def broken(html, url):
+    def broken(html, url, document=None):
         raise RecursionError("too deep")
 
     monkeypatch.setattr(module, "page_metadata", broken)
     stats = Stats()
     item = MetadataPipeline(stats=stats).process_item({"url": "https://x.test/", "_html": NEWS, "title": "kept"})
+    item.pop("_document")  # the parsed page, left for the extraction pipeline all the same
     assert item == {"url": "https://x.test/", "_html": NEWS, "title": "kept"}
     assert stats.values["metadata/failed"] == 1
+
+
+def counting_parses(monkeypatch) -> list[str]:
+    """Count the lexbor parses of pages, wherever the extraction, the metadata and the pipelines import it."""
+    import spiders.extraction as extraction
+    import spiders.pipelines.metadata as metadata_pipeline
+    from spiders.extraction.parse import parse_html
+
+    parsed: list[str] = []
+
+    def counted(html):
+        parsed.append(html)
+        return parse_html(html)
+
+    monkeypatch.setattr(extraction, "parse_html", counted)
+    monkeypatch.setattr(metadata_pipeline, "parse_html", counted)
+    return parsed
+
+
+def test_metadata_and_extraction_pipelines_parse_a_page_once(monkeypatch):
+    from spiders.extraction import extract
+    from spiders.pipelines.extract import ExtractPipeline
+
+    parsed = counting_parses(monkeypatch)
+    item = {"url": "https://x.test/storm", "_html": NEWS}
+    item = ExtractPipeline().process_item(MetadataPipeline().process_item(item))
+    assert len(parsed) == 1
+    assert "_document" not in item and "_html" not in item
+    alone = extract(NEWS, "https://x.test/storm", markdown=True)  # the same fields as from a parse of its own
+    assert {name: item.get(name) for name in ("text", "title", "published", "markdown")} == {
+        name: alone.get(name) for name in ("text", "title", "published", "markdown")}
+    assert item["metadata"] == page_metadata(NEWS, "https://x.test/storm")[0]
+
+
+def test_page_work_parses_a_page_once_for_metadata_extraction_and_markdown(monkeypatch):
+    from spiders.pipelines.pageproc import page_work
+
+    parsed = counting_parses(monkeypatch)
+    result = page_work(NEWS, "https://x.test/storm", ["text", "markdown", "metadata"])
+    assert len(parsed) == 1
+    assert result["metadata"] == page_metadata(NEWS, "https://x.test/storm")[0]
+    assert result["extracted"]["text"] and result["extracted"]["markdown"]

@@ -15,6 +15,8 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionRefusedError as TxConnectionRefused
 
 from messaging.stats import BufferedStats
+from spiders import signals as fleet_signals
+from spiders.middlewares.adaptive import FLUSH_SECONDS, DownloadSampleMiddleware
 from spiders.middlewares.decode import DecodeMiddleware
 from spiders.middlewares.retry_after import RetryAfterMiddleware
 from spiders.middlewares.status import HttpStatusCounterMiddleware
@@ -309,3 +311,49 @@ def test_statuses_are_counted_by_spider_type_and_errors_too():
     assert middleware.process_exception(listed, TxConnectionRefused()) is None
     assert middleware.process_exception(listed, IgnoreRequest("robots.txt")) is None  # not a download
     assert counters.counts == {"list:200": 2, "list:301": 1, "list:404": 1, "universal:503": 1, "list:error": 1}
+
+
+# --- DownloadSampleMiddleware ------------------------------------------------------------------------------------
+class Call:
+    """A fake IDelayedCall: the test runs it."""
+
+    def __init__(self, delay: float, function) -> None:
+        self.delay, self.function, self.live = delay, function, True
+
+    def active(self) -> bool:
+        return self.live
+
+    def cancel(self) -> None:
+        self.live = False
+
+    def run(self) -> None:
+        self.live = False
+        self.function()
+
+
+def test_download_samples_go_out_in_one_signal_per_batch() -> None:
+    crawler = get_crawler(Spider)
+    sent: list[list[tuple[str, float, int, bool]]] = []
+    crawler.signals.connect(lambda samples, **_: sent.append(samples), signal=fleet_signals.download_samples,
+                            weak=False)
+    calls: list[Call] = []
+
+    def call_later(delay: float, function) -> Call:
+        calls.append(Call(delay, function))
+        return calls[-1]
+
+    middleware = DownloadSampleMiddleware(crawler, call_later=call_later)
+    for number, status in enumerate((200, 503, 200)):
+        request = Request(f"https://a.test/{number}", meta={"download_latency": 0.5})
+        middleware.process_response(request, Response(request.url, status=status))
+    middleware.process_exception(Request("https://b.test/x"), TimeoutError())
+    assert sent == [] and [call.delay for call in calls] == [FLUSH_SECONDS]  # one flush scheduled for the batch
+    calls[0].run()
+    assert sent == [[("https://a.test/0", 0.5, 200, False), ("https://a.test/1", 0.5, 503, True),
+                     ("https://a.test/2", 0.5, 200, False), ("https://b.test/x", 0.0, 0, True)]]
+    middleware.process_response(request, Response(request.url, status=200))
+    assert len(calls) == 2  # the next batch
+    middleware.flush()  # the spider closes: what is held goes now, the timer is cancelled
+    assert len(sent) == 2 and sent[1] == [("https://a.test/2", 0.5, 200, False)] and not calls[1].live
+    middleware.flush()
+    assert len(sent) == 2  # nothing held, no signal

@@ -250,3 +250,16 @@ def test_a_paused_crawls_requests_go_back_to_the_feed_unsent_and_the_others_go_o
     clock.set(T0 + 30)
     other = scheduler.next_request()
     assert other is not None and other.url.endswith("/other")
+
+
+def test_a_batch_of_download_samples_reaches_the_feed_for_adaptive_sites_only(scheduler: FleetScheduler) -> None:
+    from frontier.adaptive import Sample
+
+    feed = feed_of(scheduler)
+    samples: list[Sample] = []
+    feed.sample = samples.append  # type: ignore[attr-defined]
+    adaptive = SimpleNamespace(rate_for=lambda domain: SimpleNamespace(adaptive=domain == DOMAIN))
+    feed.politeness = SimpleNamespace(rates=adaptive)  # type: ignore[attr-defined]
+    scheduler._download_samples([(f"http://{DOMAIN}/a", 0.4, 200, False), ("http://other.test/b", 0.1, 200, False),
+                                 (f"http://{DOMAIN}/c", 2.0, 503, True)])
+    assert samples == [Sample(DOMAIN, 0.4, 200, False), Sample(DOMAIN, 2.0, 503, True)]
