@@ -13,7 +13,11 @@ item pipelines (decode, clean, extract, MongoDB) crawls the same three demo site
   monitor, master, Redis queues, workers, MongoDB), site rates raised in ZooKeeper so that politeness never binds;
 - ``scrapy_redis``: scrapy-redis, 1 worker (its Redis scheduler, queue and dupefilter);
 - ``scrapy_pool``: plain Scrapy with the fleet's page-work process pool (``CRAWLFLEET_PAGE_PROCESSES``), for
-  comparison (not a default side).
+  comparison (not a default side);
+- ``project_scrapy``, ``project_fleet_2`` (issue 35; not default sides): a plain Scrapy project's own spider
+  (:mod:`bench.ownproject`, a ``CrawlSpider`` with the same link rules, storing title, author and date) under plain
+  ``scrapy crawl``, and unchanged on the fleet with 2 workers (``scrapy crawl`` with the fleet's add-on), one crawl
+  over the three sites; their ratio ``project_fleet2_vs_scrapy`` (``--sides project_scrapy,project_fleet_2``).
 
 Where the page work (extraction, Markdown, metadata) runs (:func:`bench.crawl_sides.page_work_settings`): plain
 Scrapy and scrapy-redis run it in their pipelines on the reactor thread, as Scrapy runs item pipelines; each
@@ -29,7 +33,7 @@ seconds per 1,000 pages of each process group (workers, master, monitors, Redis,
 from ``/proc/<pid>/stat``. With ``--json`` the last line is::
 
     {"pages_per_min": {"scrapy": …, "fleet_1": …, "fleet_2": …, "scrapy_redis": …}, "fleet1_vs_scrapy": …,
-     "fleet2_vs_scrapy": …, "fleet1_vs_scrapy_redis": …, "fleet1_vs_scrapy_pool": …,
+     "fleet2_vs_scrapy": …, "fleet1_vs_scrapy_redis": …, "fleet1_vs_scrapy_pool": …, "project_fleet2_vs_scrapy": …,
      "cpu_s_per_1000_pages": {side: {group: …}}}
 
 With ``--profile`` (issue 39) the workers' CPU is also split by step (:func:`bench.crawl_cpu.step_seconds`): the
@@ -62,7 +66,8 @@ from bench.crawl_sides import SIDES, SideResult
 DEFAULT_SIDES = ("scrapy", "fleet_1", "fleet_2", "scrapy_redis")
 GOALS = {"fleet1_vs_scrapy": 1.1, "fleet2_vs_scrapy": 1.8}
 RATIOS = {"fleet1_vs_scrapy": ("fleet_1", "scrapy"), "fleet2_vs_scrapy": ("fleet_2", "scrapy"),
-          "fleet1_vs_scrapy_redis": ("fleet_1", "scrapy_redis"), "fleet1_vs_scrapy_pool": ("fleet_1", "scrapy_pool")}
+          "fleet1_vs_scrapy_redis": ("fleet_1", "scrapy_redis"), "fleet1_vs_scrapy_pool": ("fleet_1", "scrapy_pool"),
+          "project_fleet2_vs_scrapy": ("project_fleet_2", "project_scrapy")}
 CPU_ORDER = ("workers", "master", "kafka_monitor", "redis_monitor", "redis", "mongodb", "kafka", "zookeeper", "nginx")
 # The CPU budget's rows (--profile): the workers' steps in place of their total, then the other groups.
 BUDGET_ORDER = (*(f"workers.{step}" for step in STEPS), *CPU_ORDER[1:])

@@ -9,7 +9,9 @@ politeness never throttles (``messaging.siteconfig.write_defaults``), and runs o
 - ``scrapy_pool``: the same with the fleet's page-work pool (``CRAWLFLEET_PAGE_PROCESSES``) as one worker gets it;
 - ``fleet_1`` / ``fleet_2``: a Kafka monitor, a Redis monitor, a master and 1 or 2 ``crawlfleet worker`` processes;
   the crawls are submitted to Kafka and the side ends when the master marks every crawl finished;
-- ``scrapy_redis``: ``scrapy crawl bench_redis`` (:mod:`bench.crawl_redis_spider`), start URLs pushed to Redis.
+- ``scrapy_redis``: ``scrapy crawl bench_redis`` (:mod:`bench.crawl_redis_spider`), start URLs pushed to Redis;
+- ``project_scrapy`` / ``project_fleet_2``: a plain Scrapy project's spider (:mod:`bench.ownproject`) under plain
+  ``scrapy crawl`` and on the fleet with 2 workers (:mod:`bench.crawl_project`), one crawl over the three sites.
 
 A side's time runs from its first request to its last item stored: for Scrapy and scrapy-redis the first HTTP
 request in nginx's log; for the fleet the moment the crawl requests are sent to Kafka (the whole path is the
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.crawl_cpu import CpuSampler, cpu_between
+from bench.crawl_project import PROJECT_SIDES, project_crawls, run_project
 from bench.crawl_site import StaticSite, check_fetches, read_access_log
 from deploy import services
 from deploy.demo_rules import DEMO_UNIVERSAL_RULE
@@ -42,7 +45,7 @@ from messaging.siteconfig import Rate, SitePaths, write_defaults
 from messaging.tasks import CrawlFields, CrawlState
 
 REPO = Path(__file__).resolve().parents[1]
-SIDES = ("scrapy", "fleet_1", "fleet_2", "scrapy_redis", "scrapy_pool")
+SIDES = ("scrapy", "fleet_1", "fleet_2", "scrapy_redis", "scrapy_pool", *PROJECT_SIDES)
 # The fleet's default site rate during the bench: 1,000 pages a second per site, per spider type and per host IP.
 BENCH_RATE = Rate(60_000, 60)
 MONGO_DB = "crawlbench"
@@ -187,7 +190,9 @@ class CrawlBench:
 
     # --- a side ----------------------------------------------------------------------------------------------
     def crawls(self, side: str, round_no: int) -> dict[str, str]:
-        """The side's crawl ids and start URLs: one crawl per site."""
+        """The side's crawl ids and start URLs: one crawl per site (an own project's side: one over them all)."""
+        if side in PROJECT_SIDES:
+            return project_crawls(side, round_no, [self.site.url(site) for site in self.site.sites])
         return {f"r{round_no}-{side}-{site.name.split('.')[0]}": self.site.url(site) for site in self.site.sites}
 
     def run_side(self, side: str, round_no: int) -> SideResult:
@@ -202,6 +207,8 @@ class CrawlBench:
                 submitted = self._run_scrapy("bench_redis", "bench.crawl_redis_spider", crawls, side)
             elif side.startswith("fleet_"):
                 submitted = self._run_fleet(int(side.split("_")[1]), crawls, side)
+            elif side in PROJECT_SIDES:
+                submitted = run_project(self, side, crawls)  # timed from its first request, as plain Scrapy
             else:
                 raise ValueError(f"unknown side {side!r} (known: {', '.join(SIDES)})")
         finally:
@@ -297,12 +304,13 @@ class CrawlBench:
         problems = list(check.problems)
         items = 0
         last_stored = 0.0
+        articles = self.site.articles * (len(self.site.sites) if side in PROJECT_SIDES else 1)  # per crawl
         for crawlid in crawls:
             collection = self._mongo[crawlid]
             count = collection.count_documents({})
             items += count
-            if count != self.site.articles:
-                problems.append(f"{crawlid}: {count} items stored, {self.site.articles} articles")
+            if count != articles:
+                problems.append(f"{crawlid}: {count} items stored, {articles} articles")
             newest = list(collection.find({}, {"stored_at": 1}).sort("stored_at", -1).limit(1))
             if newest:
                 last_stored = max(last_stored, newest[0]["stored_at"].replace(tzinfo=UTC).timestamp())

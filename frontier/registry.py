@@ -1,7 +1,8 @@
 """The worker registry: who crawls, what each has done per minute, and who is retired (seed 4.2.1.3).
 
 Keys (``messaging.keys``): ``workers`` (zset job -> last heartbeat, Redis clock), ``worker:<job>`` (hash: job,
-spider type, host IP identity, host name, pid, start time — static, written once), ``workers:{workers}:activity:<job>``
+spider type, host IP identity, host name, pid, start time, and the crawl a worker of one's own spider serves —
+static, written once), ``workers:{workers}:activity:<job>``
 (hash: ``d<minute>`` completions and ``b<minute>`` busy flags per Redis-clock minute, ``done`` lifetime completions,
 ``out`` tasks handed to the job and not yet completed) and ``workers:{workers}:retired`` (zset job -> retirement
 time). The zsets and the activity hashes share the hash tag ``workers``, so every script below checks the fence and
@@ -74,16 +75,17 @@ class WorkerInfo:
     host: str
     pid: int
     started: float = 0.0  # Redis time of the registration (set by register)
+    crawlid: str = ""  # the one crawl a worker of one's own spider serves ("": every crawl of its type)
 
     def to_hash(self) -> dict[str, str]:
-        return {name: str(value) for name, value in asdict(self).items()}
+        return {name: str(value) for name, value in asdict(self).items() if name != "crawlid" or value}
 
     @classmethod
     def from_hash(cls, data: dict[Any, Any]) -> WorkerInfo:
         text = {as_text(k): as_text(v) for k, v in data.items()}
         return cls(job=text["job"], spider_type=text["spider_type"], ip=text.get("ip", ""),
                    host=text.get("host", ""), pid=int(text.get("pid") or 0),
-                   started=float(text.get("started") or 0.0))
+                   started=float(text.get("started") or 0.0), crawlid=text.get("crawlid", ""))
 
 
 class WorkerState:
@@ -132,7 +134,7 @@ class WorkerRegistry:
     def register(self, info: WorkerInfo, now: float | None = None) -> WorkerInfo:
         """Join: write the worker's description, then its first heartbeat. Raises :class:`Fenced`."""
         started = float(now) if now is not None else (self.clock or RedisClock(self.redis)).now()
-        info = WorkerInfo(info.job, info.spider_type, info.ip, info.host, info.pid, started)
+        info = WorkerInfo(info.job, info.spider_type, info.ip, info.host, info.pid, started, info.crawlid)
         # the description goes first: the master ignores a heartbeat it cannot describe yet
         self.redis.hset(keys.worker(info.job), mapping=info.to_hash())
         result = self._register(keys=[keys.WORKERS, keys.RETIRED_WORKERS, keys.worker_activity(info.job)],

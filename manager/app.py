@@ -6,10 +6,12 @@ spiders; CRAWLFLEET_MANAGER_BUILTIN_PROJECT), and the projects users deploy as e
 queue (:mod:`manager.queue`), the poller (:mod:`manager.poller`, also run every CRAWLFLEET_MANAGER_POLL_INTERVAL
 seconds by a ``TimerService``), the launcher (:mod:`manager.launcher`), the job history (:mod:`manager.history`), the
 HTTP site: scrapyd's JSON API (:mod:`manager.webservice`), crawlfleet's API (:mod:`manager.api`), the pages
-(:mod:`manager.website`, :mod:`manager.project_pages`) — all behind :mod:`manager.security`. A second
-``TimerService`` heartbeats this manager into the manager registry (:mod:`manager.registry`) from a thread; a third
-rewrites the Prometheus ``file_sd`` file of the cluster's /metrics endpoints (:mod:`messaging.discovery`).
-:class:`Manager` is what the resources use: schedule, cancel, the job lists, and blocking calls off the reactor.
+(:mod:`manager.website`, :mod:`manager.project_pages`) — all behind :mod:`manager.security`. A deployed
+project's job is a fleet crawl whose workers run on the cluster (:mod:`manager.fleet_crawls`; a timer reads their
+states). A second ``TimerService`` heartbeats this manager into the manager registry (:mod:`manager.registry`) from
+a thread; a third rewrites the Prometheus ``file_sd`` file of the cluster's /metrics endpoints
+(:mod:`messaging.discovery`). :class:`Manager` is what the resources use: schedule, cancel, the job lists, and
+blocking calls off the reactor.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from twisted.application.service import MultiService
 from twisted.internet import defer, threads
 from twisted.web import server
 
-from manager import charts, host_fleet
+from manager import charts, fleet_crawls, host_fleet
 from manager.catalog import SpiderCatalog
 from manager.config import PROJECT, ManagerConfig
 from manager.flash import Flashes
+from manager.fleet_crawls import FleetCrawls
 from manager.gateway import KafkaGateway
 from manager.history import SqliteJobHistory
 from manager.host_fleet import FleetJob
@@ -71,6 +74,7 @@ class Manager:
         self.catalog = SpiderCatalog(config.project_dir, self.launcher.env, reactor)
         self.projects = Projects(config.settings, self.mongo_db, self.launcher.env, config.work_dir, PROJECT,
                                  self.in_thread)
+        self.crawls = FleetCrawls(self)
         self.gateway = KafkaGateway(config.settings)
         self._redis: Any = None
         self._zk: Any = None
@@ -145,9 +149,11 @@ class Manager:
         return self.projects.exists(project)
 
     # --- jobs ---------------------------------------------------------------------------------------------------
-    def schedule(self, job: Job) -> defer.Deferred[str]:
+    def schedule(self, job: Job, workers: int | None = None, hosts: list[str] | None = None) -> defer.Deferred[str]:
         """Queue a job after checking its spider exists; fires with the job id (InvalidJob: the reason). A deployed
-        project's job pins its version (``job.version``, default the latest) and that version's egg digest."""
+        project's job pins its version (``job.version``, default the latest) and that version's egg digest, and is a
+        fleet crawl of ``workers`` workers on ``hosts`` (:mod:`manager.fleet_crawls`); with ``job.crawl`` it is one
+        more worker of that crawl."""
         if job.project == self.project and self.builtin:
             if job.version is not None:
                 return defer.fail(InvalidJob(f"version '{job.version}' not found: the {self.project} project is "
@@ -158,19 +164,31 @@ class Manager:
         def resolve(exists: bool) -> Any:
             if not exists:
                 raise InvalidJob(f"project '{job.project}' not found")
-            return self.projects.resolve(job.project, job.version)
+            if job.crawl:
+                return self.crawls.join(job)
+            return self.projects.resolve(job.project, job.version).addCallback(pin)
 
         def pin(info: Any) -> Any:
             job.version, job.egg_sha256 = info.version, info.sha256
-            return self.projects.spiders(info)
+            return self.projects.spiders(info).addCallback(begin)
 
-        return d.addCallback(resolve).addCallback(pin).addCallback(self._queue, job)
+        def begin(spiders: list[str]) -> Any:
+            if job.spider not in spiders:
+                raise InvalidJob(f"spider '{job.spider}' not found")
+            count = workers if workers is not None else int(self.config.settings.manager_workers)
+            return self.crawls.begin(job, count, hosts or [])
+
+        return d.addCallback(resolve)
 
     def _queue(self, spiders: list[str], job: Job) -> str:
         if job.spider not in spiders:
             raise InvalidJob(f"spider '{job.spider}' not found")
         if self.known(job.job):
             raise InvalidJob(f"jobid '{job.job}' is already used (a job id is never reused)")
+        return self.enqueue(job)
+
+    def enqueue(self, job: Job) -> str:
+        """Queue a checked job for a process slot."""
         self.queue.add(job)
         logger.info("scheduled %s %s %s%s (priority %g)", job.project, job.spider, job.job,
                     f" version {job.version}" if job.deployed else "", job.priority)
@@ -181,6 +199,10 @@ class Manager:
         """scrapyd's prevstate: ``pending`` (removed from the queue), ``running`` (being stopped) or None; with
         ``project``, only a job of that project."""
         pending, running = self.queue.get(job_id), self.launcher.find(job_id)
+        record = self.history.get(job_id)
+        of_crawl = next((j for j in (pending, running.job if running else None, record) if j is not None), None)
+        if of_crawl is not None and of_crawl.crawl == job_id and project in (None, of_crawl.project):
+            return self.crawls.cancel(job_id, sig)  # a fleet crawl's job: the crawl stops on every host
         if pending is not None and project in (None, pending.project) and self.queue.remove(job_id):
             logger.info("cancelled pending %s", job_id)
             return "pending"
@@ -194,12 +216,15 @@ class Manager:
             return "running"
         if project in (None, self.project) and any(j.job == job_id for j in self.fleet_jobs()):
             return "running"  # a worker of this host's fleet (crawlfleet up)
-            return "running"
         if pending is not None and project in (None, pending.project):
             return "pending"
         if finished is not None and project in (None, finished.project):
-            return "finished"
+            return "running" if self.crawl_runs(finished) else "finished"
         return None
+
+    def crawl_runs(self, record: JobRecord) -> bool:
+        """Whether a finished process's job is a fleet crawl that still runs (its first worker ended, others go on)."""
+        return bool(record.crawl) and record.job == record.crawl and self.crawls.alive(record.crawl)
 
     def pending(self) -> list[Job]:
         return self.queue.list()
@@ -316,6 +341,7 @@ def application(config: ManagerConfig, reactor: IFleetReactor | None = None) -> 
     TimerService(config.heartbeat_interval, manager.heartbeat).setServiceParent(services)
     TimerService(HISTORY_SAMPLE_SECONDS, manager.sample_history).setServiceParent(services)
     TimerService(REACTOR_TICK_SECONDS, manager.reactor_beat.tick).setServiceParent(services)
+    TimerService(fleet_crawls.REFRESH_SECONDS, manager.crawls.refresh).setServiceParent(services)
     if discovery.sd_file(config.settings) is not None:
         TimerService(config.settings.prometheus_sd_interval, manager.write_targets).setServiceParent(services)
     TCPServer(config.port, site, interface=config.bind).setServiceParent(services)

@@ -5,6 +5,7 @@ Blocking reads (Redis, ZooKeeper, MongoDB, a TCP connect): the pages call these 
 
 from __future__ import annotations
 
+import json
 import socket
 from datetime import UTC, datetime
 from typing import Any
@@ -135,9 +136,10 @@ def crawl_view(manager: Any, crawlid: str, page: int, reasons: list[str] | None 
     stall = stall_of(redis, crawlid, waits, manager.config.settings.stall_show_after) \
         if raw.get(CrawlFields.STATE) == CrawlState.RUNNING else None
     items = stored["items"]
+    workers, scrapy_stats = summed_scrapy_stats(redis, crawlid)
     return {
         "crawlid": crawlid, "record": raw, "row": row, **stored, "mongo_error": mongo_error,
-        "waiting": waits, "stalled": stall,
+        "waiting": waits, "stalled": stall, "scrapy_workers": workers, "scrapy_stats": scrapy_stats,
         "reasons": reason_rows(redis, crawlid, raw.get(CrawlFields.STATE) == "stopped"),
         "item_page": max(1, page), "item_pages": max(1, -(-(stored["stored"] or 0) // ITEMS_PER_PAGE)),
         "columns": _columns(items),
@@ -176,6 +178,30 @@ def waiting(manager: Any, crawlid: str) -> list[dict[str, Any]]:
     """Why the crawl's tasks are not being fetched right now (:mod:`messaging.waits`), each with a line for people."""
     rates = zk_rates(manager.zk, SitePaths(manager.config.settings.zk_root))
     return [{**wait, "text": describe(wait)} for wait in crawl_waits(manager.redis, crawlid, rates)]
+
+
+def summed_scrapy_stats(redis: Any, crawlid: str) -> tuple[int, list[tuple[str, float]]]:
+    """A crawl of one's own spider: how many workers wrote their Scrapy stats, and each numeric stat over them
+    (``crawl:<id>:scrapystats``, written by each worker's metrics extension): summed, but the greatest of a stat
+    Scrapy keeps with ``max_value`` (:func:`is_max_stat`: ``request_depth_max``, ``memusage/max``, the elapsed time)."""
+    totals: dict[str, float] = {}
+    written = redis.hgetall(keys.crawl_scrapy_stats(crawlid)) or {}
+    for raw in written.values():
+        try:
+            stats = json.loads(raw)
+        except ValueError:
+            continue
+        for name, value in stats.items() if isinstance(stats, dict) else ():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                before = totals.get(name)
+                totals[name] = value if before is None else max(before, value) if is_max_stat(name) else before + value
+    return len(written), sorted((name, round(value, 3)) for name, value in totals.items())
+
+
+def is_max_stat(name: str) -> bool:
+    """A Scrapy stat whose crawl-wide value is the greatest of its workers', not their sum: one kept with
+    ``max_value`` (``request_depth_max``, ``memusage/max``, ``…_max``), a time span, a start-up figure."""
+    return name.endswith(("_max", "/max", "elapsed_time_seconds", "/startup"))
 
 
 def reason_rows(redis: Any, crawlid: str, stopped: bool = False) -> list[dict[str, Any]]:

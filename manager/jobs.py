@@ -19,7 +19,8 @@ from typing import Any
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 SETTING_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,127}\Z")
 ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
-RESERVED_ARGS = {"project", "spider", "jobid", "priority", "setting", "_version", "csrf_token", "host"}
+RESERVED_ARGS = {"project", "spider", "jobid", "priority", "setting", "_version", "csrf_token", "host", "_workers",
+                 "_hosts", "_crawl"}
 
 
 class InvalidJob(ValueError):
@@ -47,6 +48,7 @@ class Job:
     created: float = field(default_factory=time.time)
     version: str | None = None  # a deployed project's version, pinned when the job is scheduled
     egg_sha256: str | None = None  # and its egg's digest: a version deployed again since is refused at the start
+    crawl: str | None = None  # the fleet crawl this job is a worker of (a deployed project's: manager.fleet_crawls)
 
     def __post_init__(self) -> None:
         check_job_id(self.job)
@@ -73,13 +75,16 @@ class Job:
         """The spider's command line, an argument list (never a shell): ``python -m scrapy crawl …``, or for a
         deployed project ``python -m spiders.runner --project P --version V --sha256 D crawl …`` (its pinned egg).
 
-        The job id is the worker's registry id; scrapyd's ``_job`` argument is passed as well, as scrapyd does."""
+        The job id is the worker's registry id; scrapyd's ``_job`` argument is passed as well, as scrapyd does. A
+        worker of a fleet crawl runs with the fleet's add-on (``--fleet``) and its crawl (CRAWLFLEET_CRAWL)."""
         if self.deployed:
             runner = ["-m", "spiders.runner", "--project", self.project, "--version", str(self.version),
-                      *(["--sha256", self.egg_sha256] if self.egg_sha256 else [])]
+                      *(["--sha256", self.egg_sha256] if self.egg_sha256 else []), *(["--fleet"] if self.crawl else [])]
         else:
             runner = ["-m", "scrapy"]
         argv = [python, *runner, "crawl", self.spider, "-s", f"CRAWLFLEET_JOB={self.job}"]
+        if self.crawl:
+            argv += ["-s", f"CRAWLFLEET_CRAWL={self.crawl}"]
         for name, value in self.settings.items():
             argv += ["-s", f"{name}={value}"]
         for name, value in {**self.args, "_job": self.job}.items():
@@ -98,6 +103,7 @@ class JobRecord:
     exit_status: int | None = None  # exit code; a killing signal as -<signal>
     log_path: str = ""
     cancelled: bool = False
+    crawl: str | None = None  # the fleet crawl it was a worker of
 
     @property
     def runtime(self) -> float:

@@ -53,7 +53,8 @@ class SpiderProcess(protocol.ProcessProtocol):
     def __init__(self, job: Job, log_file: Path, clock: IReactorTime) -> None:
         self.job = job
         self.clock = clock
-        self.record = JobRecord(job.project, job.spider, job.job, None, time.time(), log_path=str(log_file))
+        self.record = JobRecord(job.project, job.spider, job.job, None, time.time(), log_path=str(log_file),
+                                crawl=job.crawl)
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_file.open("ab")
         self.deferred: defer.Deferred[JobRecord] = defer.Deferred()

@@ -14,8 +14,11 @@ Every answer is ``{"status": "ok", "node_name": …, …}`` or ``{"status": "err
   Project names are checked as scrapyd checks them: ``../p`` is ``DirectoryTraversalError: ../p``.
 - ``schedule.json`` takes ``project``, ``spider``, ``_version``, ``jobid``, ``priority``, ``setting=NAME=VALUE``
   (repeated) and any other parameter as a spider argument; a deployed project's job pins the version
-  (``_version``, default the latest when scheduled) and its egg's digest. ``cancel.json`` takes ``project``,
-  ``job`` and scrapyd's optional ``signal`` (default TERM here: a fleet worker hands its tasks back on SIGTERM);
+  (``_version``, default the latest when scheduled) and its egg's digest, and is a fleet crawl whose id is the job
+  id (:mod:`manager.fleet_crawls`: ``_workers``, how many workers; ``_hosts``, on which managers; ``_crawl``, one
+  more worker of a running crawl); the job is finished when its crawl is, and its ``cancel.json`` stops the crawl.
+  ``cancel.json`` takes ``project``, ``job`` and scrapyd's optional ``signal`` (default TERM here: a fleet worker
+  hands its tasks back on SIGTERM);
   ``status.json``, ``listjobs.json`` (per project) and ``daemonstatus.json`` as scrapyd.
 """
 
@@ -180,13 +183,26 @@ def job_from_request(request: Any, manager: Any) -> Job:
             for key, values in request.args.items() if key.decode("utf-8", "replace") not in RESERVED_ARGS}
     job_id = arg(request, "jobid", required=False) or new_job_id(spider or "")
     return Job(spider=spider or "", job=job_id, priority=priority, settings=settings, args=args,
-               project=project or "", version=arg(request, "_version", required=False) or None)
+               project=project or "", version=arg(request, "_version", required=False) or None,
+               crawl=arg(request, "_crawl", required=False) or None)
+
+
+def fleet_params(request: Any) -> tuple[int | None, list[str]]:
+    """A fleet crawl's ``_workers`` (None: the manager's default) and ``_hosts`` (comma-separated)."""
+    raw = arg(request, "_workers", required=False)
+    try:
+        workers = int(raw) if raw else None
+    except ValueError as exc:
+        raise ApiError(f"_workers is invalid: {exc}") from exc
+    hosts = [host.strip() for host in (arg(request, "_hosts", required=False) or "").split(",") if host.strip()]
+    return workers, hosts
 
 
 class Schedule(JsonResource):
     def post(self, request: Any) -> Any:
         job = job_from_request(request, self.manager)
-        return self.manager.schedule(job).addCallback(lambda job_id: {"jobid": job_id})
+        workers, hosts = fleet_params(request)
+        return self.manager.schedule(job, workers, hosts).addCallback(lambda job_id: {"jobid": job_id})
 
 
 SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL, "QUIT": signal.SIGQUIT}
@@ -244,6 +260,8 @@ def listjobs(manager: Any, project: str | None = None) -> dict[str, Any]:
     def mine(p: str) -> bool:
         return project is None or p == project
 
+    finished = manager.finished()
+    going = [f for f in finished if manager.crawl_runs(f)]  # a fleet crawl's job whose first worker ended
     return {
         "pending": [{"id": j.job, "project": j.project, "spider": j.spider, "version": j.version,
                      "settings": j.settings, "args": j.args, "priority": j.priority}
@@ -257,12 +275,16 @@ def listjobs(manager: Any, project: str | None = None) -> dict[str, Any]:
             "start_time": timestamp(f.start_time or None),
             "log_url": manager.log_url(manager.project, f.spider, f.job),
             "items_url": manager.items_url(manager.project, f.spider, f.job)}
-           for f in manager.fleet_jobs() if mine(manager.project)],
+           for f in manager.fleet_jobs() if mine(manager.project)]
+        + [{"id": f.job, "project": f.project, "spider": f.spider, "pid": None, "start_time": timestamp(f.start_time),
+            "log_url": manager.log_url(f.project, f.spider, f.job),
+            "items_url": manager.items_url(f.project, f.spider, f.job)}
+           for f in going if mine(f.project)],
         "finished": [{"id": f.job, "project": f.project, "spider": f.spider, "pid": f.pid,
                       "start_time": timestamp(f.start_time), "end_time": timestamp(f.end_time),
                       "exit_status": f.exit_status, "log_url": manager.log_url(f.project, f.spider, f.job),
                       "items_url": manager.items_url(f.project, f.spider, f.job)}
-                     for f in manager.finished() if mine(f.project)],
+                     for f in finished if mine(f.project) and f not in going],
     }
 
 

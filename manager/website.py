@@ -15,7 +15,6 @@ stays text).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import urllib.parse
@@ -32,6 +31,7 @@ from manager.channel import Limits, ManagerChannel, ManagerRequest
 from manager.console_pages import FleetPage, LogViewPage, NotFoundPage, SitesPage
 from manager.failures import reasons_of
 from manager.failures import retry as retry_failures
+from manager.fleet_crawls import forward_schedule
 from manager.gateway import UNCONFIRMED
 from manager.items import Items
 from manager.jobs import InvalidJob
@@ -116,19 +116,7 @@ class SpidersPage(Page):
 
     def _forward(self, host: str, args: dict[bytes, list[bytes]]) -> str:
         """Start the job on another manager of the cluster through its scrapyd API (same credentials)."""
-        url = ManagerRegistry(self.manager.redis, self.manager.config.registry_ttl).url_of(host)
-        if url is None:
-            raise ApiError(f"no manager registered as {host!r}")
-        body = urllib.parse.urlencode([(k.decode(), v.decode()) for k, vs in args.items() for v in vs]).encode()
-        forward = urllib.request.Request(f"{url}/schedule.json", data=body, method="POST")
-        if self.manager.config.auth:
-            token = base64.b64encode(":".join(self.manager.config.auth).encode()).decode()
-            forward.add_header("Authorization", f"Basic {token}")
-        with urllib.request.urlopen(forward, timeout=15) as response:
-            answer = json.loads(response.read())
-        if answer.get("status") != "ok":
-            raise ApiError(answer.get("message", "refused"))
-        return str(answer["jobid"])
+        return forward_schedule(self.manager, host, [(k.decode(), v.decode()) for k, vs in args.items() for v in vs])
 
 
 class JobsPage(Page):

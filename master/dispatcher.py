@@ -13,14 +13,17 @@ One :meth:`Dispatcher.round` (the leading master runs them back to back):
    slots (``frontier.client.ready.waiting_for_pace``) can fetch nothing soon, so it gets its whole bound, outside the
    window cap too (that cap measured the sites' pace, not the worker).
 3. **Whom**: tasks are read from the head of ``seeds`` (priority order) and each one goes to the worker chosen by the
-   type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A domain
-   holds at most its quota of the workers' queues, a few minutes of its own hits (``master.shares``): its other tasks
-   wait in ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a spider type
-   without a live worker (or without room) are skipped and wait in ``seeds``: they never block the other types. Tasks of
-   a paused crawl (``crawls:{seeds}:paused``, read once per round) take no room and no budget: they are parked out of
+   type's interleaved weighted round robin (``master.wrr``, seed 4.2.1.1) among that type's workers with room. A
+   worker of one's own Scrapy spider serves one crawl (its spider's arguments, settings and egg version are the
+   crawl's): it registers the crawl id with its type, and the tasks of that crawl go only to such workers (a *pool*:
+   :func:`pool_of`); a rule spider's workers (no crawl) serve every crawl of their type. A domain holds at most its
+   quota of the workers' queues, a few minutes of its own hits (``master.shares``): its other tasks wait in
+   ``seeds``, so that a paced site's backlog never takes the room of another crawl. Tasks of a spider type without a
+   live worker (or without room) are skipped and wait in ``seeds``: they never block the other types. Tasks of a
+   paused crawl (``crawls:{seeds}:paused``, read once per round) take no room and no budget: they are parked out of
    ``seeds`` (:func:`messaging.pause.park_in_seeds`, one call that checks the crawl is still paused), so the crawls
-   behind them go on. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that cannot
-   be placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
+   behind them go on. At most CRAWLFLEET_DISPATCH_SCAN entries are read per round; the leading run of tasks that
+   cannot be placed now (no live worker, a full domain) is remembered and skipped by the next rounds while that holds
    (``master.waits.SkipMark``), and why each crawl's tasks wait is published for the info answer and the crawl page
    (``master.waits.WaitBoard``).
 4. **Move**, in batches of CRAWLFLEET_DISPATCH_BATCH: ``master.staging`` (stage in the ``seeds`` slot under the
@@ -145,7 +148,8 @@ class Dispatcher:
 
     # --- 1. workers and weights -------------------------------------------------------------------------------
     def workers(self, now: float) -> dict[str, list[WorkerView]]:
-        """Live workers by spider type, with their weights and outstanding tasks."""
+        """Live workers by pool (:func:`pool_of`: their spider type, and the crawl a worker of one's own spider
+        serves), with their weights and outstanding tasks."""
         live = self.registry.live()
         missing = [job for job in live if job not in self._infos]
         self._infos.update(self.registry.infos(missing))
@@ -155,15 +159,15 @@ class Dispatcher:
         infos = {job: self._infos[job] for job in live if job in self._infos}
         measured = measure(self.registry, {job: info.started for job, info in infos.items()}, now,
                            self.config.window_minutes)
-        by_type: dict[str, list[str]] = defaultdict(list)
+        by_pool: dict[str, list[str]] = defaultdict(list)
         for job, info in infos.items():
-            by_type[info.spider_type].append(job)
+            by_pool[pool_of(info.spider_type, info.crawlid)].append(job)
         views: dict[str, list[WorkerView]] = {}
         self.weights = {}
-        for spider_type, jobs in by_type.items():
+        for pool, jobs in by_pool.items():
             rates = fill_missing({job: measured[job].rate for job in jobs}, self.config.initial_rate)
-            views[spider_type] = [WorkerView(infos[job], rates[job], measured[job].rate is not None,
-                                             measured[job].outstanding) for job in sorted(jobs)]
+            views[pool] = [WorkerView(infos[job], rates[job], measured[job].rate is not None,
+                                      measured[job].outstanding) for job in sorted(jobs)]
             self.weights.update(rates)
         return views
 
@@ -183,19 +187,20 @@ class Dispatcher:
 
     # --- 2. how much ------------------------------------------------------------------------------------------
     def budgets(self, views: dict[str, list[WorkerView]], now: float) -> dict[str, int]:
-        """Tasks each spider type may take now; sets every worker's room."""
+        """Tasks each pool may take now; sets every worker's room."""
         config = self.config
         current = minute_of(now)
         oldest = current - config.window_minutes + 1
-        types = list(views)
+        pools = list(views)
         pipe = self.redis.pipeline(transaction=False)
-        for spider_type in types:
-            pipe.hgetall(keys.dispatched_jobs(spider_type))
+        for pool in pools:  # a type's hash counts per job: each pool reads its own workers' fields
+            pipe.hgetall(keys.dispatched_jobs(views[pool][0].info.spider_type))
         budgets: dict[str, int] = {}
         expired: dict[str, list[str]] = {}
         paced = self._waiting_for_pace([w.info.job for workers in views.values() for w in workers], now)
-        for spider_type, counts in zip(types, pipe.execute() if types else [], strict=True):
-            workers = views[spider_type]
+        for pool, counts in zip(pools, pipe.execute() if pools else [], strict=True):
+            workers = views[pool]
+            spider_type = workers[0].info.spider_type
             # only what the live workers were given counts: a departed worker's tasks are done or back in seeds
             live = {w.info.job for w in workers}
             recent = 0
@@ -218,14 +223,14 @@ class Dispatcher:
                 worker.room = bound if worker.idle else max(0, bound - worker.outstanding)
             busy = sum(w.room for w in workers if not w.idle)
             idle = sum(w.room for w in workers if w.idle)  # outside the window cap too: it measured the pace
-            budgets[spider_type] = max(0, min(allowed, busy)) + idle
-            self.board.room(spider_type, workers=len(workers), idle=sum(w.idle for w in workers),
-                            held=sum(w.outstanding for w in workers), bound=bounds, budget=budgets[spider_type],
+            budgets[pool] = max(0, min(allowed, busy)) + idle
+            self.board.room(pool, workers=len(workers), idle=sum(w.idle for w in workers),
+                            held=sum(w.outstanding for w in workers), bound=bounds, budget=budgets[pool],
                             window_left=max(0, allowed))
         if expired:  # minutes that slid out of the window
             pipe = self.redis.pipeline(transaction=False)
             for spider_type, names in expired.items():
-                pipe.hdel(keys.dispatched_jobs(spider_type), *names)
+                pipe.hdel(keys.dispatched_jobs(spider_type), *sorted(set(names)))
             pipe.execute()
         return budgets
 
@@ -255,9 +260,9 @@ class Dispatcher:
         """Read ``seeds`` from the head (or past the mark) and place what has room; remember the leading run of
         tasks that cannot be placed now (master.waits)."""
         caps: dict[str, dict[str, int]] = {}
-        for spider_type, workers in views.items():
-            caps[spider_type] = {w.info.job: w.room for w in workers if w.room > 0}
-            self._wrr[spider_type].update({w.info.job: w.weight for w in workers if w.room > 0})
+        for pool, workers in views.items():
+            caps[pool] = {w.info.job: w.room for w in workers if w.room > 0}
+            self._wrr[pool].update({w.info.job: w.weight for w in workers if w.room > 0})
         run = LeadingRun(mark)
         picks: list[Pick] = []
         recheck: set[str] = set()  # full domains whose count is stale: read at the end of the round
@@ -286,7 +291,8 @@ class Dispatcher:
                 if task["crawlid"] in paused:
                     to_park.append((task["crawlid"], entry.member))
                     continue
-                if spider_type not in live_types:
+                pool = entry.pool
+                if pool not in live_types:
                     run.passed(entry.score, task["crawlid"], self.board.note(task["crawlid"], NO_WORKER, spider_type))
                     continue
                 if self.shares is not None and self.shares.full(domain):
@@ -297,17 +303,17 @@ class Dispatcher:
                     run.passed(entry.score, task["crawlid"], note, full=domain)
                     continue
                 run.ended()
-                job = self._wrr[spider_type].choose() if budgets[spider_type] > 0 else None
+                job = self._wrr[pool].choose() if budgets[pool] > 0 else None
                 if job is None:
                     self.board.note(task["crawlid"], BACKLOG_FULL, spider_type)
                     continue
                 picks.append(Pick(entry.member, job, domain, task["crawlid"], spider_type, entry.queue_score))
                 if self.shares is not None:
                     self.shares.placed(domain)
-                budgets[spider_type] -= 1
-                caps[spider_type][job] -= 1
-                if caps[spider_type][job] <= 0:
-                    self._wrr[spider_type].remove(job)
+                budgets[pool] -= 1
+                caps[pool][job] -= 1
+                if caps[pool][job] <= 0:
+                    self._wrr[pool].remove(job)
                 if len(picks) >= self.config.batch:
                     self._move(picks, now, result)
                     picks = []
@@ -325,12 +331,15 @@ class Dispatcher:
         task: dict[str, Any] = {}
         try:
             task = parse_task(member)
-            if task["spider_type"] not in live_types:
-                return Entry(member, score, task)
+            pool = pool_of(task["spider_type"], task["crawlid"])
+            if pool not in live_types:
+                pool = task["spider_type"]  # a rule type's workers serve every crawl of the type
+            if pool not in live_types:
+                return Entry(member, score, task, pool=pool)
             domain, queue_score = placement(task)
         except Unplaceable as exc:
             return Entry(member, score, task, letter=self._letter(member, task, exc, now))
-        return Entry(member, score, task, domain, queue_score)
+        return Entry(member, score, task, domain, queue_score, pool=pool)
 
     def _mark(self, live_types: frozenset[str], now: float) -> SkipMark | None:
         """The skip mark, if it still holds (master.waits: same live types, nothing new before it, none of its full
@@ -370,3 +379,9 @@ class Dispatcher:
             result.placed[job] = result.placed.get(job, 0) + n
         if self.stats is not None and placed:
             self.stats.incr("dispatched", sum(placed.values()))
+
+
+def pool_of(spider_type: str, crawlid: str = "") -> str:
+    """The workers a task may go to: those of its spider type that serve its crawl (one's own spider's workers,
+    ``"<type> <crawlid>"``: a spider type has no space), else those of its type that serve any crawl (rule spiders)."""
+    return f"{spider_type} {crawlid}" if crawlid else spider_type

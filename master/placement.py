@@ -10,7 +10,7 @@ from typing import Any
 from master.staging import DeadLetter
 from messaging import keys
 from messaging.domains import domain_of, domain_of_host
-from messaging.tasks import DEFAULT_PRIORITY, queue_score
+from messaging.tasks import DEFAULT_PRIORITY, queue_score, request_order
 
 
 class Unplaceable(ValueError):
@@ -31,6 +31,7 @@ class Entry:
     domain: str = ""
     queue_score: float = 0.0
     letter: DeadLetter | None = None
+    pool: str = ""  # the workers it may go to (master.dispatcher.pool_of)
 
 
 def parse_task(member: str) -> dict[str, Any]:
@@ -59,7 +60,8 @@ def placement(task: dict[str, Any]) -> tuple[str, float]:
     except ValueError as exc:  # InvalidDomain, or a URL urlsplit refuses
         raise Unplaceable(f"no usable host in {url[:200]!r}: {exc}") from None
     try:
-        return domain, queue_score(int(task.get("priority", DEFAULT_PRIORITY)), int(task.get("depth", 0)))
+        return domain, queue_score(int(task.get("priority", DEFAULT_PRIORITY)), int(task.get("depth", 0)),
+                                   request_order(task))
     except (TypeError, ValueError) as exc:
         raise Unplaceable(f"bad priority or depth: {exc}", "$.priority") from None
 

@@ -49,7 +49,7 @@ def answer_for(item: Incoming) -> dict[str, Any] | None:
         # what happened to the request, not to this delivery: a redelivered record that was accepted is accepted
         status = DUPLICATE if item.outcome == WAS_DUPLICATE else ACCEPTED
         enqueued = item.detail.get("enqueued", False) if item.outcome == REDELIVERED else item.outcome == ENQUEUED
-        return answer(item.data, "crawl", status, crawlid=item.data["crawlid"], url=item.data["url"],
+        return answer(item.data, "crawl", status, crawlid=item.data["crawlid"], url=item.data.get("url"),
                       enqueued=enqueued)
     return None
 

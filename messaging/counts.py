@@ -7,17 +7,22 @@ a canonical URL counts the page and the items it stored; every later one (a re-f
 by reason, and ``start_failure`` when it was the crawl's start URL (a start URL answering 404 ends the crawl with 0
 items; this says why). Pages left out on purpose count the same way, with reason ``robots`` (robots.txt disallows
 the task: it is dropped unfetched), ``blacklisted`` (the domain's queue was dropped) or ``noindex`` (the page's
-robots directives: its items are not stored). The ``crawl_finished`` event and the info answer read them here.
+robots directives: its items are not stored). A request one's own Scrapy spider yielded that cannot travel to
+another worker (``spiders.travel``: a lambda callback, non-JSON meta, too large) is a failed page too, never fetched,
+with reason ``untravelable: <what>`` (``callback``, ``errback``, ``meta``, ``cb_kwargs``, ``cookies``, ``class``,
+``size`` …); the items an errback of such a spider stored for a failed page count as its items. The
+``crawl_finished`` event and the info answer read them here.
 
-**Failed URLs and their retry.** A failure of a listed reason (every reason but those three: an HTTP error after
-Scrapy's retries, a timeout, a DNS or connection error, a page no request could be made for) is also kept in the
-crawl's failures list (:mod:`messaging.failures`, MongoDB), up to CRAWLFLEET_FAILURES_MAX pages per crawl:
-``listed`` counts the failing pages the list holds, ``unlisted`` those beyond its bound, so ``listed + unlisted``
-is the sum of the listed reasons' ``failures``. ``crawlfleet retry`` re-submits the listed pages as tasks of the
-same crawl with a retry number; the first processing of retry number n of a page counts as ``retried`` (a
-re-delivery of it, after a fault, as ``restored``), never as a new page. A page that works then leaves its reason's
-count and the list and counts its items; one that fails again stays, under its newest reason. So ``pages`` stays
-the crawl's distinct pages, ``items`` the documents MongoDB holds, ``failures`` the pages failing now.
+**Failed URLs and their retry.** A failure of a listed reason (every reason but those three and ``untravelable``,
+which has no task to retry: an HTTP error after Scrapy's retries, a timeout, a DNS or connection error, a page no
+request could be made for) is also kept in the crawl's failures list (:mod:`messaging.failures`, MongoDB), up to
+CRAWLFLEET_FAILURES_MAX pages per crawl: ``listed`` counts the failing pages the list holds, ``unlisted`` those
+beyond its bound, so ``listed + unlisted`` is the sum of the listed reasons' ``failures``. ``crawlfleet retry``
+re-submits the listed pages as tasks of the same crawl with a retry number; the first processing of retry number n
+of a page counts as ``retried`` (a re-delivery of it, after a fault, as ``restored``), never as a new page. A page
+that works then leaves its reason's count and the list and counts its items; one that fails again stays, under its
+newest reason. So ``pages`` stays the crawl's distinct pages, ``items`` the documents MongoDB holds, ``failures``
+the pages failing now.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ START_FAILURE = "start"
 # (dropped by the politeness step), the domain is blacklisted (its queue dropped), the page's robots directives
 # say noindex (its items are not stored)
 ROBOTS, BLACKLISTED, NOINDEX = "robots", "blacklisted", "noindex"
+UNTRAVELABLE = "untravelable"  # the prefix of a refused request's reason: "untravelable: <what>" (spiders.travel)
 UNLISTED_REASONS = frozenset({ROBOTS, BLACKLISTED, NOINDEX})  # left out on purpose: not failures to list or retry
 
 
@@ -57,7 +63,7 @@ class CrawlCounts:
 
 def listed_reason(reason: str) -> bool:
     """Whether a failure of this reason goes to the failures list (and can be retried)."""
-    return bool(reason) and reason not in UNLISTED_REASONS
+    return bool(reason) and reason not in UNLISTED_REASONS and not reason.startswith(UNTRAVELABLE)
 
 
 def failure_reason(status: int | None = None, error: str = "") -> str:

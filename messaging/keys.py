@@ -90,6 +90,32 @@ def crawl_totals(crawlid: str) -> str:
     return f"crawl:{{{crawlid}}}:totals"
 
 
+# --- crawls of one's own Scrapy spiders (issue 35: spiders.worker.start, spiders.middlewares.cookies) -------------
+def crawl_start(crawlid: str) -> str:
+    """hash: who turns a crawl's ``start()`` into tasks, once for the crawl (``owner`` job, ``until``: the claim's
+    end in Redis microseconds, ``done``, ``phantom``: the one pending count the claim holds in ``pending:{seeds}``
+    until the start requests are all in ``seeds``, so the crawl cannot finish before). Hash tag ``seeds``."""
+    return f"start:{{{SEEDS}}}:{crawlid}"
+
+
+def spider_crawl(spider_type: str) -> str:
+    """string: the crawl that workers of a spider type (``<project>.<spider>``) started without a crawl id join
+    (``scrapy crawl`` with the fleet's add-on); replaced by the next worker once that crawl has ended."""
+    return f"spidercrawl:{spider_type}"
+
+
+def cookie_jar(crawlid: str, jar: str) -> str:
+    """hash: one cookie jar of a crawl, shared by every worker of the crawl (``meta["cookiejar"]``, ``""`` for
+    the default jar): ``<domain> <path> <name>`` -> the cookie as JSON (hash tag: the crawl)."""
+    return f"cookies:{{{crawlid}}}:{jar}"
+
+
+def crawl_scrapy_stats(crawlid: str) -> str:
+    """hash: job -> that worker's Scrapy stats (JSON), written every few seconds and at its end, so that the
+    crawl's page sums them over its workers."""
+    return f"crawl:{crawlid}:scrapystats"
+
+
 # --- pause and resume (issue 42; a paused crawl's tasks are parked where they were, still counted as pending) ---
 PAUSED = "crawls:{seeds}:paused"
 """hash: crawlid -> Redis time it was paused, for every paused crawl (``crawl:<crawlid>``'s ``state`` says

@@ -44,8 +44,9 @@ class RequestKind:
 
 
 _BUILT_IN = (
-    RequestKind(CRAWL, "crawl.json", "start a crawl: its start URL, spider type and rule",
-                _KAFKA + "crawl.CrawlPlugin", fields=("url", "rule", "spider_type"),
+    RequestKind(CRAWL, "crawl.json",
+                "start a crawl: its start URL, spider type and rule, or one's own project and spider",
+                _KAFKA + "crawl.CrawlPlugin", fields=("url", "rule", "spider_type", "project", "spider"),
                 cli="deploy.cli_messaging:submit"),
     RequestKind(INFO, "info.json", "how far a crawl has got", _KAFKA + "info.InfoPlugin", actions=(INFO,),
                 redis_plugin=_REDIS + "info.InfoPlugin", cli="deploy.cli_messaging:info"),

@@ -210,6 +210,23 @@ define("CRAWLFLEET_JOB", "",
        "A worker's job id: its name in the registry and the prefix of its queues, never reused (``crawlfleet "
        "worker --job``, the manager's job id, or ``-s CRAWLFLEET_JOB=…``). Default: "
        "``<host>-<spider type>-<pid>-<random>``.", group="worker")
+define("CRAWLFLEET_PROJECT", "",
+       "The Scrapy project a worker of one's own spider belongs to: its spider type is ``<project>.<spider>``. "
+       "Empty: the deployed project's name (``python -m spiders.runner --project`` sets it), else the project's "
+       "BOT_NAME.", group="worker")
+define("CRAWLFLEET_CRAWL", "",
+       "The crawl a worker of one's own spider serves (its crawl id; the manager sets it to the job id of "
+       "``schedule.json``). Empty: the running crawl of the worker's spider type, begun by the first worker when "
+       "none runs (``scrapy crawl`` with the fleet's add-on, as scrapy-redis's workers share a spider's queue).",
+       group="worker")
+define("CRAWLFLEET_REQUEST_MAX_BYTES", 65536,
+       "Largest request a spider of one's own may yield, in bytes once it is a task (URL, headers, body, cookies, "
+       "meta, cb_kwargs): a larger one cannot travel through Redis and is refused where it is yielded, logged and "
+       "counted in its crawl's failures (``untravelable: size``).", group="worker", parse=int)
+define("CRAWLFLEET_ITEM_STORE", True,
+       "Store the items of one's own spiders in MongoDB (one collection per crawl) after the project's own "
+       "pipelines, so that exports, the crawl page and crawl_finished count them. Off: the project's pipelines "
+       "only.", group="worker", parse=parse_bool)
 
 # --- metrics -----------------------------------------------------------------------------------------------------
 define("CRAWLFLEET_METRICS_PORT", 0,
@@ -651,6 +668,10 @@ define("CRAWLFLEET_MANAGER_BODY_TIMEOUT", 30.0,
 define("CRAWLFLEET_MANAGER_HEARTBEAT_INTERVAL", 5.0,
        "Seconds between the manager's heartbeats in the managers' registry (its entry expires after four).",
        group="manager", parse=float)
+define("CRAWLFLEET_MANAGER_WORKERS", 2,
+       "Workers a manager starts for a fleet crawl of a deployed project (``schedule.json``; its parameter "
+       "``_workers`` overrides it), spread over the live managers of ``_hosts`` (default: this one).",
+       group="manager", parse=int)
 define("CRAWLFLEET_MANAGER_BUILTIN_PROJECT", True,
        "Serve the installed project ``crawlfleet`` (the fleet's rule spiders) beside the deployed ones, first in "
        "``listprojects.json``. Off: deployed projects only, as scrapyd with no project in its ``[settings]``.",

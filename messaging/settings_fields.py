@@ -46,6 +46,10 @@ class SettingsFields:
     mongo_db: str
     worker_ip: str
     job: str
+    project: str
+    crawl: str
+    request_max_bytes: int
+    item_store: bool
     metrics_port: int
     metrics_host: str
     prometheus_sd_file: str
@@ -167,6 +171,7 @@ class SettingsFields:
     manager_header_timeout: float
     manager_body_timeout: float
     manager_heartbeat_interval: float
+    manager_workers: int
     manager_builtin_project: bool
     eggs_collection: str
     egg_cache_dir: str

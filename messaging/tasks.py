@@ -1,8 +1,16 @@
 """A crawl task as it travels through Redis: ``seeds`` → a worker's domain queue → its leases → acknowledged.
 
 A task is one URL of one crawl. It is stored as compact JSON with sorted keys, so that the same task is always the
-same zset member (re-pushing it is idempotent) and a member can be removed by value. The crawl's rule is not copied
-into every task: it is stored once in ``crawl:<crawlid>``.
+same zset member (re-pushing it is idempotent) and a member can be removed by value; empty fields are left out. The
+crawl's rule is not copied into every task: it is stored once in ``crawl:<crawlid>``.
+
+A task of the fleet's rule spiders is a URL, its page kind (``callback``) and a few values for the child (``meta``).
+A task of one's own Scrapy spider (issue 35) is a whole ``scrapy.Request`` (``spiders.travel``): ``callback`` is the
+callback's name, ``meta`` the request's JSON meta, and ``request`` the rest of what ``Request.to_dict`` keeps — the
+request's fingerprint ``fp`` (the project's ``REQUEST_FINGERPRINTER_CLASS``, what the crawl's Bloom filter and exact
+counts key it by) and, when they differ from a GET's defaults, ``method``, ``headers``, ``body`` (or ``body64``),
+``cookies``, ``cb_kwargs``, ``errback``, ``dont_filter``, ``flags``, ``encoding``, ``priority`` (Scrapy's) and the
+request ``class`` with its extra ``attrs``. A rule task has no ``request``, so its encoding is what it always was.
 
 Queue order: lower score pops first (``ZPOPMIN``). In ``seeds`` the score puts higher priorities first and keeps
 arrival order (first in, first out) within a priority.
@@ -37,9 +45,21 @@ def check_priority(priority: int) -> int:
     return priority
 
 
-def queue_score(priority: int, depth: int = 0) -> float:
-    """Score in a worker's domain queue: higher priority first, then shallower pages (breadth first)."""
-    return float((MAX_PRIORITY - priority) * 1024 + min(depth, 1023))
+ORDER_SPAN = 2**18  # one step of a request's own (Scrapy) priority in a queue score: above every (priority, depth)
+ORDER_LIMIT = 2**30  # Scrapy priorities beyond ±this share the extreme place (the score stays an exact double)
+
+
+def queue_score(priority: int, depth: int = 0, order: int = 0) -> float:
+    """Score in a worker's domain queue: a higher ``order`` first (a Scrapy request's own ``priority``, 0 for rule
+    tasks), then higher priority, then shallower pages (breadth first)."""
+    order = max(-ORDER_LIMIT, min(ORDER_LIMIT, int(order)))
+    return float((MAX_PRIORITY - priority) * 1024 + min(depth, 1023) - order * ORDER_SPAN)
+
+
+def request_order(task: dict[str, Any]) -> int:
+    """A task's own Scrapy priority (its queue ``order``), from its decoded JSON: 0 for a rule task."""
+    request = task.get("request")
+    return int(request.get("priority", 0)) if isinstance(request, dict) else 0
 
 
 @dataclass(frozen=True)
@@ -54,11 +74,17 @@ class Task:
     referer: str = ""
     meta: dict[str, Any] = field(default_factory=dict)  # small values the spider carries to the child (list fields)
     revisit: dict[str, Any] = field(default_factory=dict)  # generation, stored validators (frontier.revisit)
+    request: dict[str, Any] = field(default_factory=dict)  # a Scrapy request's other fields (module docstring)
     retry: int = 0  # n: re-submitted by `crawlfleet retry` number n (messaging.failures); 0 for every other task
 
     @property
     def domain(self) -> str:
         return domain_of(self.url)
+
+    @property
+    def travels(self) -> bool:
+        """Whether this is a whole Scrapy request of one's own spider (not a rule spider's URL)."""
+        return bool(self.request)
 
     def encode(self) -> str:
         # A shallow view of the fields (dataclasses.asdict deep-copies, and dominated the Kafka monitor's profile).
@@ -101,6 +127,14 @@ class CrawlFields:
     ENQUEUED = "enqueued"  # tasks ever put into seeds
     UNTIL = "until"  # Unix time after which a revisiting crawl stops revisiting (frontier.revisit)
     NOTIFY = "notify"  # JSON {"url", "on"}: where the crawl's events are POSTed (messaging.notify)
+    # a crawl of one's own Scrapy spider (issue 35): its spider type is "<project>.<spider>", it has no rule
+    PROJECT = "project"
+    SPIDER = "spider"
+    ARGS = "args"  # JSON {name: value}: the spider's arguments (-a)
+    SETTINGS = "settings"  # JSON {NAME: value}: Scrapy settings of every worker (-s)
+    VERSION = "version"  # a deployed project's version and its egg's SHA-256, pinned for every worker
+    SHA256 = "sha256"
+    PRIORITY = "priority"  # the crawl's priority (0..255): its tasks' seeds order
 
 
 class CrawlState:

@@ -402,11 +402,11 @@ def first_error(kind: str, message: dict[str, Any]) -> Rejected | None:
     """
     whole = compiled(request_kinds.kind(kind).schema)
     if whole.fast.is_valid(message):
-        return revisit_error(message["rule"].get("revisit")) if kind == CRAWL else None
+        return revisit_error(message["rule"].get("revisit")) if kind == CRAWL and "rule" in message else None
     if kind != CRAWL:
         return whole.first_error(message)
     error = _crawl_envelope().first_error(message)
-    if error is not None:
+    if error is not None or "rule" not in message:  # a crawl of one's own spider has no rule (issue 35)
         return error
     rule_file = RULE_FILES[message["spider_type"]]
     return (_rule_error(rule_file, json.dumps(message["rule"], sort_keys=True, ensure_ascii=False))

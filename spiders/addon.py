@@ -10,10 +10,24 @@ in its ``custom_settings`` (``"ADDONS": {"spiders.addon.FleetAddon": None}``), a
 Everything is set at the ``addon`` priority, one component at a time: a value set in the settings module, a
 spider's ``custom_settings`` or ``-s`` wins, and a component set to ``None`` there stays off. Plain Scrapy projects
 can leave the add-on out and list the components they want one by one, by the dotted paths below.
+
+**One's own Scrapy project** (issue 35) adds the same line to its settings, ``ADDONS = {"spiders.addon.FleetAddon":
+0}``, and its spiders run unchanged as fleet workers (``spiders.worker.own``): for a spider that is not one of the
+fleet's rule spiders the add-on wraps the project's own settings, middlewares, extensions, pipelines and FEEDS with
+the fleet's core only (:data:`OWN_COMPONENTS`): the scheduler and the Bloom dupefilter, the output middleware
+(requests travel whole), the cookie jars shared by the crawl's workers in place of Scrapy's, the status counters,
+Retry-After blocks, adaptive samples, WARC, the proxy pool and the render download handler (a request asks for a
+render with ``meta["fleet_render"] = True``), the worker's metrics and health, and the fleet's item store after the
+project's pipelines (:mod:`spiders.pipelines.own_items`; CRAWLFLEET_ITEM_STORE=0 leaves it out). None of the rule
+spiders' page work (User-Agent rotation, decoding, cleaning, main text) touches its requests or items. robots.txt is
+obeyed as the project's ROBOTSTXT_OBEY says, by the cluster's shared cache (for the product token of its
+ROBOTSTXT_USER_AGENT or USER_AGENT) instead of Scrapy's per-process middleware; and the crawl's own ``settings`` and
+arguments (a Kafka crawl request's, the manager's) are applied to a worker that joins it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from scrapy.settings import BaseSettings
@@ -65,18 +79,63 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
 
 PRIORITY = "addon"
 
+# What one's own spider gets instead of the rule spiders' components (see the module docstring).
+OWN_COMPONENTS: dict[str, dict[str, Any]] = {
+    "SPIDER_MIDDLEWARES": {"spiders.worker.output.TaskOutputMiddleware": 20},
+    "DOWNLOADER_MIDDLEWARES": {
+        "spiders.middlewares.status.HttpStatusCounterMiddleware": 860,
+        "spiders.middlewares.adaptive.DownloadSampleMiddleware": 870,
+        "spiders.warc.middleware.WarcMiddleware": 880,
+        "spiders.middlewares.retry_after.RetryAfterMiddleware": 560,
+        "spiders.middlewares.proxy.FleetProxyMiddleware": 740,
+        # the crawl's jars in Redis, shared by its workers, in the place of Scrapy's own
+        "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+        "spiders.middlewares.cookies.FleetCookiesMiddleware": 700,
+        # robots.txt: the politeness step and the cluster's cache (CRAWLFLEET_ROBOTSTXT_OBEY, from ROBOTSTXT_OBEY)
+        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    },
+    "EXTENSIONS": {"spiders.metrics.WorkerMetrics": 500, "spiders.health.WorkerHealth": 510,
+                   "spiders.pipelines.own_items.OwnItemStore": 520},
+    "DOWNLOAD_HANDLERS": {"http": "spiders.render.handler.RenderDownloadHandler",
+                          "https": "spiders.render.handler.RenderDownloadHandler"},
+}
+ROBOTS_TOKEN = re.compile(r"[A-Za-z_-]+")
+
 
 class FleetAddon:
     """Plugs the fleet's components into a crawler's settings (Scrapy calls :meth:`update_settings` once)."""
 
+    def __init__(self, crawler: Any = None) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> FleetAddon:
+        return cls(crawler)
+
     def update_settings(self, settings: BaseSettings) -> None:
         for name, value in SETTINGS.items():
             settings.set(name, value, PRIORITY)
+        spidercls = getattr(self.crawler, "spidercls", None)
+        if spidercls is not None and not getattr(spidercls, "fleet_rules", False):
+            self._own(settings)
+            return
         for name, components in COMPONENTS.items():
             _add_components(settings, name, components)
 
+    def _own(self, settings: BaseSettings) -> None:
+        """One's own spider: the fleet's core around the project's components, and its crawl's settings."""
+        for name, components in OWN_COMPONENTS.items():
+            _add_components(settings, name, components)
+        settings.set("CRAWLFLEET_ROBOTSTXT_OBEY", settings.getbool("ROBOTSTXT_OBEY"), PRIORITY)
+        token = ROBOTS_TOKEN.match(str(settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or ""))
+        if token:
+            settings.set("CRAWLFLEET_ROBOTSTXT_USER_AGENT", token.group(0), PRIORITY)
+        from spiders.worker.own import apply_crawl  # the worker's modules load Scrapy's: not at import time
 
-def _add_components(settings: BaseSettings, name: str, components: dict[str, int | None]) -> None:
+        apply_crawl(self.crawler, settings)
+
+
+def _add_components(settings: BaseSettings, name: str, components: dict[str, Any]) -> None:
     """Each component into the ``name`` dict at the add-on's priority: an entry set higher (None: off) is kept."""
     current: Any = settings[name]
     if not isinstance(current, BaseSettings):  # a Settings built without Scrapy's defaults

@@ -10,7 +10,9 @@ Every worker of the cluster shares the filter in Redis (:mod:`frontier.bloom`). 
 
 A request is identified by :func:`frontier.bloom.fingerprint.request_fingerprint` (its canonical URL for a body-less
 GET), the fingerprint every worker and its committer (``spiders.worker.commit``) mark in the shared filter, whatever
-the Scrapy settings: Scrapy's ``REQUEST_FINGERPRINTER_CLASS`` is not used here (setting it logs a warning at start).
+the Scrapy settings: Scrapy's ``REQUEST_FINGERPRINTER_CLASS`` is not used here for the fleet's rule spiders (setting
+it logs a warning at start). A worker of one's own spider (issue 35) keys its requests by the project's fingerprinter
+instead (``spiders.travel``), carried in each task, and the commit marks those in the same filters.
 Scrapy's scheduler calls :meth:`BloomDupeFilter.request_seen` per request; the project's scheduler calls
 :meth:`BloomDupeFilter.seen_batch` (or :meth:`filter_new`) once per response with all the links it extracted: one
 Redis round trip for the batch. Counted in the crawler's stats (``dupefilter/new``, ``dupefilter/duplicate``,
@@ -111,7 +113,8 @@ class BloomDupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> BloomDupeFilter:
-        if crawler.settings.getpriority("REQUEST_FINGERPRINTER_CLASS") not in (None, 0):  # above Scrapy's default
+        rules = getattr(crawler.spidercls, "fleet_rules", False)  # one's own spider's worker uses the fingerprinter
+        if rules and crawler.settings.getpriority("REQUEST_FINGERPRINTER_CLASS") not in (None, 0):
             logger.warning(IGNORED_FINGERPRINTER, crawler.settings.get("REQUEST_FINGERPRINTER_CLASS"))
         settings = crawlfleet_settings(crawler.settings)
         redis = clients.redis_client(settings)

@@ -11,11 +11,15 @@ The process collector adds CPU and memory. With each registration the worker als
 resident memory, pages and items into its registry description (``worker:<job>``) for the managers' fleet view,
 adds the responses of each site by HTTP status to ``site:{<domain>}:statuses`` for the Sites page, each
 crawl's reasons for pages without items (HTTP errors, dropped items, spider errors) to ``crawl:<id>:reasons``, and
-the crawls it stored items for to ``worker:<job>:crawls`` (the manager's ``/items/`` of the job).
+the crawls it stored items for to ``worker:<job>:crawls`` (the manager's ``/items/`` of the job). A worker of one's
+own spider, which serves one crawl, also writes its Scrapy stats (``crawler.stats``) into
+``crawl:<id>:scrapystats`` with each registration and once more when its engine stops, so that the crawl's page
+sums them over its workers.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import resource
@@ -27,6 +31,7 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from scrapy import signals
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task, threads
 
 from messaging import keys, modules
@@ -34,6 +39,7 @@ from messaging.clients import redis_client
 from messaging.domains import domain_of
 from messaging.metrics import MetricsEndpoint, serve_metrics
 from spiders.fleet_settings import crawlfleet_settings
+from spiders.worker.output import meta_of
 
 logger = logging.getLogger(__name__)
 MODULE = modules.CRAWLER
@@ -117,6 +123,7 @@ class WorkerMetrics:
         self.item_crawls: set[str] = set()  # crawls this job stored items for since the last registration
         self.usage = ProcessUsage()
         self._loop: Any = None
+        self._serves: tuple[str, str] | None = None  # (crawl, job) of a worker of one crawl, once its feed ran
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> WorkerMetrics:
@@ -137,17 +144,29 @@ class WorkerMetrics:
         self._loop = task.LoopingCall(self._register)
         self._loop.start(REGISTER_EVERY, now=True)
 
-    def engine_stopped(self) -> Any:
+    async def engine_stopped(self) -> None:
         if FEED.extension is self:
             FEED.extension = None
+        final = self._scrapy_stats(self._feed())
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        if self.endpoint is not None:
-            endpoint, self.endpoint = self.endpoint, None
+        endpoint, self.endpoint = self.endpoint, None
+        if endpoint is not None:
             endpoint.close()
-            if self.redis is not None:
-                return threads.deferToThread(endpoint.unregister, self.redis).addErrback(lambda _: None)
-        return None
+
+        def last_word() -> None:  # a thread; Scrapy waits for it before the process ends
+            if final is not None:  # the worker's stats as Scrapy dumps them at the end (the crawl page sums them)
+                try:
+                    self._write_scrapy_stats(final)
+                except Exception as exc:  # a Redis that is gone: the last periodic write stands
+                    logger.warning("could not write the final stats: %s", exc)
+            if endpoint is not None and self.redis is not None:
+                try:
+                    endpoint.unregister(self.redis)
+                except Exception:  # its registration expires by itself
+                    pass
+
+        await maybe_deferred_to_future(threads.deferToThread(last_word))
 
     def _register(self) -> Any:
         endpoint = self.endpoint
@@ -159,6 +178,7 @@ class WorkerMetrics:
         statuses, self.site_statuses = self.site_statuses, Tally()
         reasons, self.crawl_reasons = self.crawl_reasons, Tally()
         item_crawls, self.item_crawls = self.item_crawls, set()
+        scrapy_stats = self._scrapy_stats(feed)
 
         def register() -> None:  # a thread: the reactor never waits for Redis
             if self.redis is None:
@@ -176,11 +196,34 @@ class WorkerMetrics:
             if feed is not None and item_crawls:  # where the manager's /items/ of this job looks
                 pipe.sadd(keys.worker_crawls(feed.info.job), *sorted(item_crawls))
                 pipe.expire(keys.worker_crawls(feed.info.job), self.settings.crawl_ttl)
+            if scrapy_stats is not None:
+                self._write_scrapy_stats(scrapy_stats, pipe)
             pipe.execute()
 
         d = threads.deferToThread(register)
         d.addErrback(lambda f: logger.warning("could not register the metrics endpoint: %s", f.getErrorMessage()))
         return d
+
+    def _scrapy_stats(self, feed: Any) -> tuple[str, str, str] | None:
+        """(crawl, job, its Scrapy stats as JSON) of a worker that serves one crawl, else None. At the end the feed is
+        gone with the engine's scheduler: the crawl and job it had are remembered."""
+        crawlid = getattr(getattr(feed, "info", None), "crawlid", "")
+        if crawlid:
+            self._serves = (crawlid, feed.info.job)
+        if self._serves is None or self.crawler.stats is None:
+            return None
+        stats = json.dumps(self.crawler.stats.get_stats(), default=str, sort_keys=True)
+        return *self._serves, stats
+
+    def _write_scrapy_stats(self, scrapy_stats: tuple[str, str, str], pipe: Any = None) -> None:
+        crawlid, job, stats = scrapy_stats
+        if self.redis is None:
+            self.redis = redis_client(self.settings, socket_timeout=10)
+        target = pipe if pipe is not None else self.redis.pipeline(transaction=False)
+        target.hset(keys.crawl_scrapy_stats(crawlid), job, stats)
+        target.expire(keys.crawl_scrapy_stats(crawlid), self.settings.crawl_ttl)
+        if pipe is None:
+            target.execute()
 
     # --- what happened --------------------------------------------------------------------------------------------
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
@@ -211,6 +254,7 @@ class WorkerMetrics:
         ITEMS.inc()
         self.items += 1
         crawlid = item.get("crawlid") if hasattr(item, "get") else None
+        crawlid = crawlid or meta_of(response).get("crawlid")  # one's own spider's items carry no crawl id
         if crawlid:
             self.item_crawls.add(str(crawlid))
 

@@ -4,6 +4,7 @@
 
     python -m spiders.runner --egg PATH list
     python -m spiders.runner --project P --version V --sha256 D crawl SPIDER -s NAME=VALUE -a NAME=VALUE
+    python -m spiders.runner --project P --version V --sha256 D --fleet crawl SPIDER -s CRAWLFLEET_CRAWL=C …
 
 The egg is a file (the manager checking an upload) or comes from this host's cache
 (:class:`messaging.egg_cache.EggCache`: fetched once per version, checked by its digest; a version deleted or
@@ -12,6 +13,10 @@ imported here, so that an egg whose settings cannot be imported says so instead 
 that module becomes ``SCRAPY_SETTINGS_MODULE`` (whatever the environment said: the egg decides), then Scrapy's
 command line runs the remaining arguments in this process. A problem with the egg ends the process with status 2
 and a last line ``error: <reason>`` on stderr, which the manager reports.
+
+``--fleet`` (a worker of a fleet crawl, issue 35) adds the fleet's add-on (``spiders.addon.FleetAddon``) to the
+project's ``ADDONS`` — what a project run without eggs lists itself — unless the project names it already (``None``
+there switches it off).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from messaging.egg_cache import activate, open_cache
 from messaging.eggs import EggError, ProjectNotFound, StorageUnavailable, VersionNotFound
@@ -41,6 +47,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     source.add_argument("--project", help="a deployed project: its egg comes from the host's cache")
     parser.add_argument("--version", dest="egg_version", help="the project's version (default: the latest)")
     parser.add_argument("--sha256", help="the digest the job pinned: another one is refused")
+    parser.add_argument("--fleet", action="store_true", help="run as a fleet worker: add the fleet's add-on")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the Scrapy command and its arguments")
     args = parser.parse_args(argv)
     if not args.command:
@@ -80,6 +87,7 @@ def prepare(args: argparse.Namespace) -> None:
     os.environ["SCRAPY_SETTINGS_MODULE"] = module
     if args.project:
         os.environ["SCRAPY_PROJECT"] = args.project
+        os.environ["CRAWLFLEET_PROJECT"] = args.project  # a fleet worker's spider type is <project>.<spider>
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,7 +99,25 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_BAD_EGG)
     from scrapy.cmdline import execute
 
-    execute(["scrapy", *args.command])
+    execute(["scrapy", *args.command], settings=fleet_settings() if args.fleet else None)
+
+
+FLEET_ADDON = "spiders.addon.FleetAddon"
+
+
+def fleet_settings() -> Any:
+    """The project's settings with the fleet's add-on among its ADDONS (as the project could list it itself)."""
+    from scrapy.settings import BaseSettings
+    from scrapy.utils.project import get_project_settings
+
+    settings = get_project_settings()
+    addons = settings["ADDONS"]
+    if not isinstance(addons, BaseSettings):
+        addons = BaseSettings(addons or {}, priority="project")
+        settings.set("ADDONS", addons, "project")
+    if FLEET_ADDON not in addons:
+        addons.set(FLEET_ADDON, 0, "project")
+    return settings
 
 
 if __name__ == "__main__":

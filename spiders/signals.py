@@ -18,3 +18,8 @@ download_samples = object()
 a list of ``(url, latency, status, error)``: latency in seconds, status 0 for no response, error for a 5xx, a timeout
 or a connection error. The scheduler reports those of adaptive sites to the cluster's shared delay
 (``frontier.adaptive``)."""
+
+item_stored = object()
+"""The fleet's store of one's own spider's items (``spiders.pipelines.own_items``) has an item for good: kwargs
+``item``, ``response`` (the page, or the failure its errback saw), ``stored`` (False: refused for good). The task
+tracker settles the item then, not when the project's pipelines passed it on (``item_scraped``)."""

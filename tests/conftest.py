@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.plugins.pywb",
     "tests.plugins.browser",
     "tests.plugins.scrapydweb",
+    "tests.plugins.shop_site",
 ]

@@ -52,6 +52,7 @@ MAX_RULES = 1024  # built rules kept per process
 
 class FleetSpider(scrapy.Spider):
     name = ""
+    fleet_rules = True  # a rule spider: it makes the requests of tasks itself (spiders.worker.own.runs_rules)
 
     @property
     def spider_type(self) -> str:

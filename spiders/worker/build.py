@@ -20,6 +20,11 @@ starts the :class:`Worker` it returns on the reactor (:meth:`Worker.start`). Wha
 - the feed (:class:`spiders.worker.feed.TaskFeed`: take, leases, heartbeat, commits), registered; the block
   listener; the task tracker.
 
+A worker of one's own Scrapy spider (issue 35, :mod:`spiders.worker.own`) also joins its crawl before it registers
+(its spider type ``<project>.<spider>``, the crawl id in its registration), and gets the
+:class:`~spiders.worker.own.Traveller` of its requests and the start claim of its crawl
+(:class:`~spiders.worker.start.StartOnce`); its tracker settles items when the fleet's store has them.
+
 One clock (:class:`messaging.clock.Clock`) goes to the feed, the block listener and the scheduler's send gate: slots,
 blocks and waits are all on it.
 """
@@ -33,6 +38,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from scrapy import signals
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier.adaptive import AdaptiveDelay, AdaptiveRule
@@ -53,10 +59,14 @@ from messaging.siteconfig import SitePaths
 from messaging.stats import BufferedStats, Stats
 from spiders.dupefilter import BatchDupeFilter, require_batch_interface
 from spiders.fleet_settings import crawlfleet_settings
+from spiders.signals import item_stored
 from spiders.worker.commit import Committer
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.feed import FeedConfig, FeedListener, TaskFeed
+from spiders.worker.output import TaskOutputMiddleware
+from spiders.worker.own import Traveller, join_crawl, project_of, runs_rules, spider_type_of
 from spiders.worker.robots import RobotsFetcher
+from spiders.worker.start import StartClaim, StartOnce
 from spiders.worker.tracker import TaskTracker
 
 logger = logging.getLogger(__name__)
@@ -91,6 +101,8 @@ class Worker:
     counters: BufferedStats  # the politeness outcomes, flushed by a thread
     zk: Any
     mongo: Any = None  # the commits' client of the failures lists
+    traveller: Traveller | None = None  # one's own spider's: its requests as tasks of its crawl
+    starts: StartOnce | None = None  # one's own spider's: its crawl's start requests, once per crawl
 
     @property
     def info(self) -> WorkerInfo:
@@ -108,7 +120,8 @@ class Worker:
         self.feed.stop()
         self.blocks.stop()
         self.counters.close()
-        for dupefilter in (self.dupefilter, self.redirects):
+        starts = [self.starts.committer.dupefilter] if self.starts is not None else []
+        for dupefilter in (self.dupefilter, self.redirects, *starts):
             close = getattr(dupefilter, "close", None)
             if close is not None:
                 close(reason)
@@ -128,7 +141,10 @@ def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker
     quiet_reconnects()  # kazoo's and kafka's reconnection warnings: once per outage, not once per attempt
     redis = clients.redis_client(s)
     spider = crawler.spider
-    spider_type = getattr(spider, "spider_type", spider.name)
+    spider_type = spider_type_of(spider, crawler.settings, s)
+    catalog = CrawlCatalog(redis, s.crawl_refresh)
+    crawl = None if runs_rules(spider) else join_crawl(redis, catalog, s, spider_type,
+                                                       project_of(crawler.settings, s), spider.name)
     job = crawler.settings.get("CRAWLFLEET_JOB") or getattr(spider, "job", None) or default_job_id(spider_type)
     zk = clients.zk_client(s)
     rates = SiteConfigWatch(zk, SitePaths(s.zk_root)).start()
@@ -138,8 +154,8 @@ def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker
     politeness = Politeness(rates, robots.cache if robots is not None else None, token, horizon=s.pace_horizon,
                             slack=s.pace_slack, slack_share=s.pace_slack_share, stats=counters)
     frontier = FrontierClient(redis, job, spider_type, worker_ip(s), politeness, lease_seconds=s.lease_seconds)
-    catalog = CrawlCatalog(redis, s.crawl_refresh)
-    info = WorkerInfo(job, spider_type, worker_ip(s), s.node_name or socket.gethostname(), os.getpid())
+    info = WorkerInfo(job, spider_type, worker_ip(s), s.node_name or socket.gethostname(), os.getpid(),
+                      crawlid=crawl.crawlid if crawl is not None else "")
     mongo = clients.mongo_client(s, serverSelectionTimeoutMS=5000)  # the failures lists (messaging.failures)
     committer = Committer(redis, frontier, dupefilter, catalog, FailureStore(mongo[s.mongo_db]), s.failures_max)
     feed = TaskFeed(info, frontier, WorkerRegistry(redis), catalog, committer, FeedConfig.from_settings(s), listener,
@@ -149,8 +165,32 @@ def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker
     feed.register()
     blocks = BlockListener(clients.redis_client(s), listener.domain_blocked, clock=clock.now,  # its own connection:
                            name=f"blocks-{job}", on_crawl_state=feed.crawl_changed).start()  # it waits on channels
-    tracker = TaskTracker(spider, catalog, politeness.admits, feed.finish, crawler.stats)
-    return Worker(s, frontier, catalog, dupefilter, redirects, feed, tracker, blocks, robots, counters, zk, mongo)
+    traveller = starts = None
+    if crawl is not None:
+        traveller = Traveller(spider, crawler.request_fingerprinter, crawl, s.request_max_bytes, crawler.stats)
+        # its pushes run in the reactor's thread pool: a dupefilter (and connection) of their own
+        starts = StartOnce(StartClaim(redis, crawl.crawlid, job), traveller,
+                           Committer(redis, frontier, _dupefilter(crawler), catalog))
+        logger.info("serving crawl %s of %s", crawl.crawlid, spider_type)
+    tracker = TaskTracker(spider, catalog, politeness.admits, feed.finish, crawler.stats, traveller=traveller,
+                          settle_signal=item_stored if _stores_items(crawler) else signals.item_scraped,
+                          outputs=lambda: _output_middleware(crawler))
+    return Worker(s, frontier, catalog, dupefilter, redirects, feed, tracker, blocks, robots, counters, zk, mongo,
+                  traveller, starts)
+
+
+def _stores_items(crawler: Any) -> bool:
+    """Whether the fleet's store of one's own spider's items runs (its tracker then settles items when stored)."""
+    from spiders.pipelines.own_items import OwnItemStore
+
+    extensions = getattr(getattr(crawler, "extensions", None), "middlewares", ())
+    return any(isinstance(extension, OwnItemStore) for extension in extensions)
+
+
+def _output_middleware(crawler: Any) -> Any:
+    """The crawler's :class:`~spiders.worker.output.TaskOutputMiddleware` (an errback's output goes through it)."""
+    spidermw = getattr(getattr(getattr(crawler, "engine", None), "scraper", None), "spidermw", None)
+    return next((mw for mw in getattr(spidermw, "middlewares", ()) if isinstance(mw, TaskOutputMiddleware)), None)
 
 
 def _robots(crawler: Any, s: Settings, redis: Any) -> RobotsFetcher | None:

@@ -18,10 +18,11 @@ batch of them in a few round trips, whatever its size:
    acknowledged, so a crash in between fetches a page again rather than losing its revisit.
 5. **count** — the crawls' ``pages`` and ``items`` once per canonical URL (the first processing; later ones count as
    ``restored``, or ``retried`` for ``crawlfleet retry``'s; failures by reason: :mod:`messaging.counts`, ``noindex``
-   among them), one script per crawl, mirrored into ``crawl:<id>``; its verdicts go to the crawl's failures list
-   (:class:`messaging.failures.FailureStore`: a failed page kept, a recovered one dropped). Tasks the politeness
-   step dropped unfetched are counted the same way (:meth:`Committer.count_unfetched`: reason ``robots`` or
-   ``blacklisted``). A batch whose commit is tried again after this step is not counted again (this process
+   among them; a request one's own spider yielded that could not travel counts as a failed page
+   ``untravelable: <what>``), one script per crawl, mirrored into ``crawl:<id>``; its verdicts go to the crawl's
+   failures list (:class:`messaging.failures.FailureStore`: a failed page kept, a recovered one dropped). Tasks the
+   politeness step dropped unfetched are counted the same way (:meth:`Committer.count_unfetched`: reason ``robots``
+   or ``blacklisted``). A batch whose commit is tried again after this step is not counted again (this process
    remembers what it counted until the leases are acknowledged).
 6. **complete** — :meth:`frontier.client.FrontierClient.complete`: leases acknowledged and the crawls' pending counts
    released, atomically per domain; then the finisher's change log (``frontier.finish_hints``) and the weights'
@@ -30,6 +31,12 @@ batch of them in a few round trips, whatever its size:
 A crash (or a Redis restart) anywhere leaves the task to be processed again, which counts as ``restored``, and never
 loses a child nor pushes again what was pushed (:mod:`spiders.worker.journal`). A lost change-log entry delays a
 crawl's end (the finisher re-reads its counts), never hastens it.
+
+A task of one's own Scrapy spider (``Task.travels``) is keyed by its request's fingerprint
+(:func:`spiders.worker.journal.fingerprint_of`) wherever a rule task is keyed by its canonical URL — the Bloom filter,
+the exact counts, the failures list — and a child with ``dont_filter`` is pushed without asking the filter, as
+Scrapy's scheduler never asks its dupefilter about one. :meth:`Committer.push_new` pushes requests that have no
+parent task (a crawl's start requests, ``engine.crawl`` calls) through the same journal, filter and limits.
 """
 
 from __future__ import annotations
@@ -42,7 +49,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from frontier.bloom import url_fingerprint
 from frontier.client import FrontierClient, Lease
 from frontier.finish_hints import log_touched
 from frontier.registry import record_completion
@@ -59,7 +65,7 @@ from spiders.dupefilter import BatchDupeFilter
 from spiders.rules import DETAIL
 from spiders.worker.crawls import CrawlCatalog
 from spiders.worker.importance import wants_importance
-from spiders.worker.journal import ChildrenJournal
+from spiders.worker.journal import ChildrenJournal, fingerprint_of
 
 logger = logging.getLogger(__name__)
 LUA = Path(__file__).with_name("lua")
@@ -81,6 +87,7 @@ class Finished:
     status: int | None = None  # a failure's HTTP status
     attempts: int = 1  # a failure's downloads (Scrapy's retries included)
     failed_at: float = 0.0  # Unix time of the failure
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (fingerprint hex, reason) of untravelable requests
 
 
 @dataclass
@@ -135,12 +142,29 @@ class Committer:
         return crawl is not None and wants_importance(crawl.rule)
 
     def mark_seen(self, tasks: Sequence[Task]) -> None:
-        """Mark tasks' URLs in their crawls' dupefilter sets (start URLs, which no worker pushed)."""
+        """Mark tasks' URLs in their crawls' dupefilter sets (start URLs, which no worker pushed; one's own spider's
+        start requests were marked when they were pushed)."""
         by_namespace: dict[str, list[bytes]] = defaultdict(list)
         for task in tasks:
-            by_namespace[self._namespace(task.crawlid)].append(url_fingerprint(task.url))
+            if not task.travels:
+                by_namespace[self._namespace(task.crawlid)].append(fingerprint_of(task))
         for namespace, fingerprints in by_namespace.items():
             self.dupefilter.bloom(namespace).add_fingerprints(fingerprints)
+
+    def push_new(self, name: str, tasks: Sequence[Task]) -> int:
+        """Push tasks that have no parent (one's own spider's start requests, its ``engine.crawl`` calls): those new
+        to their crawl's filter (every one with ``dont_filter``), within the crawl's limits, through the children
+        journal under ``name`` (:meth:`ChildrenJournal.loose`: pushing again under the same name after an
+        interruption pushes what the first attempt marked and did not push). Returns how many were new in ``seeds``."""
+        if not tasks:
+            return 0
+        owed = self.journal.loose(name, tasks)
+        admitted = self._within_limits([child for _, child in owed.children], CommitResult())
+        return self.journal.push((), owed, admitted, set())
+
+    def count_refused(self, crawlid: str, refused: Sequence[tuple[str, str]]) -> None:
+        """Requests without a parent task that could not travel, counted as failed pages of the crawl."""
+        self._count_rows({crawlid: [_refused_row(fp, reason) for fp, reason in refused]})
 
     def _namespace(self, crawlid: str) -> str:
         return self.dupefilter.namespace({"crawlid": crawlid})
@@ -205,7 +229,8 @@ class Committer:
         idempotent per URL, so a crash or a lost lease after it makes the page's next processing a ``restored`` one,
         never a page counted twice or not at all; a commit this process tries again does not count again."""
         fresh = [f for f in batch if f.lease.member not in self._verdicts]
-        verdicts = self._count_tasks([(f.lease.task, f.items, f.failure) for f in fresh])
+        verdicts = self._count_tasks([(f.lease.task, f.items, f.failure) for f in fresh],
+                                     [(f.lease.task.crawlid, f.refused) for f in fresh if f.refused])
         self._verdicts.update((f.lease.member, verdict) for f, verdict in zip(fresh, verdicts, strict=True))
         self._record_failures(batch)
 
@@ -218,7 +243,7 @@ class Committer:
         drop: dict[str, list[str]] = defaultdict(list)
         for finished in batch:
             task, verdict = finished.lease.task, self._verdicts.get(finished.lease.member, "")
-            fingerprint = url_fingerprint(task.url).hex()
+            fingerprint = fingerprint_of(task).hex()
             if verdict == KEEP:
                 keep[task.crawlid].append(Failure(fingerprint, task, finished.failure, finished.status,
                                                   finished.attempts, finished.failed_at or time.time(), self.job))
@@ -233,26 +258,41 @@ class Committer:
         so the crawl cannot end before they are counted."""
         self._count_tasks([(task, 0, reason) for task in tasks])
 
-    def _count_tasks(self, counted: Sequence[tuple[Task, int, str]]) -> list[str]:
-        """Count the tasks; returns each one's verdict for the failures list (``keep``, ``drop`` or '')."""
-        args: dict[str, list[Any]] = defaultdict(list)
+    def _count_tasks(self, counted: Sequence[tuple[Task, int, str]],
+                     refused: Sequence[tuple[str, Sequence[tuple[str, str]]]] = ()) -> list[str]:
+        """Count the tasks (and, after them, the requests their pages yielded that could not travel: failed pages,
+        never fetched); returns each task's verdict for the failures list (``keep``, ``drop`` or '')."""
+        rows: dict[str, list[list[Any]]] = defaultdict(list)
         order: dict[str, list[int]] = defaultdict(list)
         for n, (task, items, failure) in enumerate(counted):
-            args[task.crawlid] += [url_fingerprint(task.url).hex(), items, failure, "1" if task.depth == 0 else "0",
-                                   "1" if listed_reason(failure) else "0", task.retry]
+            start = task.depth == 0 and not task.travels  # one's own spider has many start requests, no start URL
+            rows[task.crawlid].append([fingerprint_of(task).hex(), items, failure, "1" if start else "0",
+                                       "1" if listed_reason(failure) else "0", task.retry])
             order[task.crawlid].append(n)
-        if not args:
-            return []
+        for crawlid, requests in refused:
+            rows[crawlid] += [_refused_row(fp, reason) for fp, reason in requests]
+        verdicts = [""] * len(counted)
+        for crawlid, replies in self._count_rows(rows).items():
+            for n, verdict in zip(order[crawlid], replies, strict=False):  # the refused rows' come last: none kept
+                verdicts[n] = verdict
+        return verdicts
+
+    def _count_rows(self, rows: dict[str, list[list[Any]]]) -> dict[str, list[str]]:
+        """``count.lua`` for each crawl's rows, its pages and items mirrored into ``crawl:<id>``; each row's
+        verdict."""
+        rows = {crawlid: crawl_rows for crawlid, crawl_rows in rows.items() if crawl_rows}
+        if not rows:
+            return {}
         # run_scripts: one pipeline on a plain Redis, one call per crawl on a cluster (a cluster pipeline cannot
         # carry scripts; the commit failed there after its push, and its retries pushed the children again)
         added = run_scripts(self.redis, [(self._count_pages, [keys.crawl_counted(crawlid), keys.crawl_totals(crawlid)],
-                                          [self.failures_max, *crawl_args]) for crawlid, crawl_args in args.items()])
-        verdicts = [""] * len(counted)
+                                          [self.failures_max, *(value for row in crawl_rows for value in row)])
+                                         for crawlid, crawl_rows in rows.items()])
+        verdicts: dict[str, list[str]] = {}
         pipe = self.redis.pipeline(transaction=False)
-        for crawlid, reply in zip(args, added, strict=True):
+        for crawlid, reply in zip(rows, added, strict=True):
             pages, items = int(reply[0]), int(reply[1])
-            for n, verdict in zip(order[crawlid], reply[4:], strict=True):
-                verdicts[n] = as_text(verdict)
+            verdicts[crawlid] = [as_text(verdict) for verdict in reply[4:]]
             if pages:
                 pipe.hincrby(keys.crawl(crawlid), CrawlFields.PAGES, pages)
             if items:
@@ -268,6 +308,12 @@ class Committer:
         log_touched(pipe, ((lease.domain, lease.task.crawlid) for lease in completed))  # the finisher looks again
         pipe.execute()
         record_completion(self.redis, self.job, len(completed))
+
+
+def _refused_row(fingerprint: str, reason: str) -> list[Any]:
+    """A request that could not travel, as ``count.lua`` counts it: a failed page, never fetched, not listed (there is
+    no task to retry)."""
+    return [fingerprint, 0, reason, "0", "0", 0]
 
 
 def _domain_or_empty(url: str) -> str:

@@ -43,6 +43,19 @@ class CrawlInfo:
     state: str = ""  # "" when the crawl hash does not exist (expired, or never written)
     paused_since: float | None = None  # Redis time it was paused, while it is (messaging.pause)
     loaded_at: float = 0.0  # this process's monotonic clock
+    # a crawl of one's own Scrapy spider (issue 35): project, spider, its arguments and settings, pinned egg
+    project: str = ""
+    spider: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
+    sha256: str = ""
+    priority: int | None = None
+
+    @property
+    def own(self) -> bool:
+        """A crawl of one's own Scrapy spider (no rule)."""
+        return bool(self.spider)
 
     @property
     def exists(self) -> bool:
@@ -78,6 +91,13 @@ class CrawlInfo:
             state=text.get(CrawlFields.STATE, ""),
             paused_since=_float(text.get(CrawlFields.PAUSED)),
             loaded_at=loaded_at,
+            project=text.get(CrawlFields.PROJECT, ""),
+            spider=text.get(CrawlFields.SPIDER, ""),
+            args=_json_object(text.get(CrawlFields.ARGS), crawlid, "args"),
+            settings=_json_object(text.get(CrawlFields.SETTINGS), crawlid, "settings"),
+            version=text.get(CrawlFields.VERSION, ""),
+            sha256=text.get(CrawlFields.SHA256, ""),
+            priority=_int(text.get(CrawlFields.PRIORITY)),
         )
 
 
@@ -107,7 +127,7 @@ class CrawlCatalog:
         if wanted:
             # a crawl already known only has its state and limits read again: its rule does not change
             known = {crawlid: self._crawls[crawlid] for crawlid in wanted
-                     if crawlid in self._crawls and self._crawls[crawlid].rule}
+                     if crawlid in self._crawls and (self._crawls[crawlid].rule or self._crawls[crawlid].own)}
             pipe = self.redis.pipeline(transaction=False)
             for crawlid in wanted:
                 if crawlid in known:

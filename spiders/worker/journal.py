@@ -28,6 +28,14 @@ children a page raced another page for (both asked the filter before either mark
 cut off between its entry and its push. (Before the journal recorded candidates, a page committed again pushed
 *every* link it had, seen or not: one Redis kill -9 made a documentation site's pages, each linking the others, be
 fetched again once per page in flight — 878 requests for 526 pages.)
+
+A task of one's own Scrapy spider (``Task.travels``, issue 35) is keyed by its request's fingerprint (the project's
+``REQUEST_FINGERPRINTER_CLASS``, carried in the task: :func:`fingerprint_of`) wherever a rule task is keyed by its
+canonical URL, and a child with ``dont_filter`` is never asked of the filter nor marked, as Scrapy's scheduler never
+asks its dupefilter about one: it is a candidate of its page whatever the filter holds (journaled under a digest of
+the task), owed by it on its first commit. Requests with no parent task (a crawl's start requests, ``engine.crawl``
+calls) go through the same steps as a *page* of their own (:meth:`ChildrenJournal.loose`), its entry named by the
+caller: a push cut off after its marks is finished by whoever pushes under the same name.
 """
 
 from __future__ import annotations
@@ -62,17 +70,15 @@ PUSH_OWED = lua_script(LUA / "push_owed.lua", prefix=SEEDS_SCORE_LUA)  # owed ch
 
 @dataclass
 class Page:
-    """A finished task, as one commit sees it."""
+    """A finished task (or requests with no parent), as one commit sees it."""
 
-    finished: Finished
+    crawlid: str
     namespace: str  # its crawl's Bloom filter
     entry: str  # its journal entry's key
+    own: list[bytes]  # what it stands for in the filter: its own task's fingerprint, where its redirects ended
+    children: list[Task]
     candidates: dict[bytes, Task] = field(default_factory=dict)  # fingerprint -> child the filter did not hold
     stored: dict[bytes, Task] | None = None  # its journal entry's children, when it had one (committed again)
-
-    @property
-    def crawlid(self) -> str:
-        return self.finished.lease.task.crawlid
 
     @property
     def journaled(self) -> bool:
@@ -99,9 +105,26 @@ class ChildrenJournal:
 
     def owed(self, batch: Sequence[Finished]) -> Owed:
         """Steps 1-3: the children each page owes, their candidates written in the journal and marked."""
-        pages = self._candidates(batch)
+        return self._owed([self._page(finished.lease.task.crawlid, finished.lease.member, _own_fingerprints(finished),
+                                      finished.children) for finished in batch])
+
+    def loose(self, name: str, tasks: Sequence[Task]) -> Owed:
+        """Steps 1-3 for tasks with no parent task (one's own spider's start requests, its ``engine.crawl`` calls):
+        one page per crawl, its journal entry named by ``name`` (the same name finishes a push that was cut off)."""
+        by_crawl: dict[str, list[Task]] = defaultdict(list)
+        for task in tasks:
+            by_crawl[task.crawlid].append(task)
+        return self._owed([self._page(crawlid, f"{name} {crawlid}", [], children)
+                           for crawlid, children in by_crawl.items()])
+
+    def _page(self, crawlid: str, member: str, own: list[bytes], children: list[Task]) -> Page:
+        return Page(crawlid, self.dupefilter.namespace({"crawlid": crawlid}), keys.children_journal(_digest(member)),
+                    own, children)
+
+    def _owed(self, pages: list[Page]) -> Owed:
+        self._candidates(pages)
         self._journal(pages)
-        return self._mark(batch, pages)
+        return self._mark(pages)
 
     def push(self, batch: Sequence[Finished], owed: Owed, admitted: Sequence[Task], important: set[str]) -> int:
         """Step 4: the ``admitted`` children into ``seeds``, each page's only while its journal entry is there (deleted
@@ -127,25 +150,21 @@ class ChildrenJournal:
                                          entries=[page.entry for page in ranked]).pushed
         return pushed
 
-    def _namespace(self, finished: Finished) -> str:
-        return self.dupefilter.namespace({"crawlid": finished.lease.task.crawlid})
-
-    def _candidates(self, batch: Sequence[Finished]) -> list[Page]:
+    def _candidates(self, pages: list[Page]) -> None:
         """Step 1: one check per crawl's set; each child the set does not hold becomes a candidate of the first page
-        that links it."""
+        that links it (a child with ``dont_filter``: of its page, unasked)."""
         own: dict[str, set[bytes]] = defaultdict(set)  # the batch's own URLs and redirect ends, per set
-        for finished in batch:
-            own[self._namespace(finished)].update(url_fingerprint(url) for url in _own_urls(finished))
-        pages: list[Page] = []
+        for page in pages:
+            own[page.namespace].update(page.own)
         links: dict[str, list[tuple[bytes, Page, Task]]] = defaultdict(list)
-        for finished in batch:  # a task without children too: an earlier commit of it may have left an entry
-            namespace = self._namespace(finished)
-            page = Page(finished, namespace, keys.children_journal(_digest(finished.lease.member)))
-            pages.append(page)
-            for child in finished.children:
-                fingerprint = url_fingerprint(child.url)
-                if fingerprint not in own[namespace]:
-                    links[namespace].append((fingerprint, page, child))
+        for page in pages:  # a task without children too: an earlier commit of it may have left an entry
+            for child in page.children:
+                if unfiltered(child):
+                    page.candidates[_unfiltered_key(child)] = child
+                    continue
+                fingerprint = fingerprint_of(child)
+                if fingerprint not in own[page.namespace]:
+                    links[page.namespace].append((fingerprint, page, child))
         for namespace, found in links.items():
             unique = list(dict.fromkeys(fingerprint for fingerprint, _, _ in found))
             held = dict(zip(unique, self.dupefilter.bloom(namespace).contains_fingerprints(unique), strict=True))
@@ -153,7 +172,6 @@ class ChildrenJournal:
                 if not held[fingerprint]:
                     held[fingerprint] = True  # given to this page: the batch's other pages do not owe it
                     page.candidates[fingerprint] = child
-        return pages
 
     def _journal(self, pages: list[Page]) -> None:
         """Step 2: the pages' candidates written under their entries, in one call; the entries found are read back."""
@@ -174,14 +192,15 @@ class ChildrenJournal:
         if again:
             logger.info("%d tasks committed again push the children their journal entries list", again)
 
-    def _mark(self, batch: Sequence[Finished], pages: list[Page]) -> Owed:
-        """Step 3: the pages' own URLs and every candidate marked, one check-and-add per crawl's set; each page's owed
-        children, each child once."""
+    def _mark(self, pages: list[Page]) -> Owed:
+        """Step 3: the pages' own URLs and every candidate marked (a ``dont_filter`` one never), one check-and-add per
+        crawl's set; each page's owed children, each child once."""
         marked: dict[str, list[bytes]] = defaultdict(list)
-        for finished in batch:
-            marked[self._namespace(finished)] += [url_fingerprint(url) for url in _own_urls(finished)]
         for page in pages:
-            marked[page.namespace] += [*page.candidates, *(page.stored or ())]
+            marked[page.namespace] += page.own
+            marked[page.namespace] += [fingerprint for fingerprint, child in {**page.candidates,
+                                                                              **(page.stored or {})}.items()
+                                       if not unfiltered(child)]
         new: dict[str, dict[bytes, bool]] = {}
         for namespace, fingerprints in marked.items():
             unique = list(dict.fromkeys(fingerprints))
@@ -193,18 +212,38 @@ class ChildrenJournal:
                 children = page.stored
                 owed.repushed += len(children)
             else:
-                children = {fp: child for fp, child in page.candidates.items() if new[page.namespace][fp]}
+                children = {fp: child for fp, child in page.candidates.items()
+                            if unfiltered(child) or new[page.namespace][fp]}
             for fingerprint, child in children.items():
                 if fingerprint not in taken[page.namespace]:
                     taken[page.namespace].add(fingerprint)
                     owed.children.append((page, child))
-            owed.duplicates += max(0, len(page.finished.children) - len(children))
+            owed.duplicates += max(0, len(page.children) - len(children))
         return owed
 
 
-def _own_urls(finished: Finished) -> list[str]:
-    """The URLs a finished task stands for: its own and where its redirects ended."""
-    return [finished.lease.task.url, *finished.marks]
+def fingerprint_of(task: Task) -> bytes:
+    """What the crawl's Bloom filter and exact counts key a task by: one's own spider's request fingerprint (carried
+    in the task, ``fp``), else the canonical URL's."""
+    fp = task.request.get("fp") if task.request else None
+    return bytes.fromhex(fp) if fp else url_fingerprint(task.url)
+
+
+def unfiltered(task: Task) -> bool:
+    """A request of one's own spider with ``dont_filter``: never asked of the filter, never marked in it."""
+    return bool(task.request) and bool(task.request.get("dont_filter"))
+
+
+def _unfiltered_key(task: Task) -> bytes:
+    """Its journal field: a digest of the task (never asked of the filter, its fingerprint says nothing)."""
+    return hashlib.blake2b(task.encode().encode(), digest_size=16).digest()
+
+
+def _own_fingerprints(finished: Finished) -> list[bytes]:
+    """What a finished task stands for in the filter: its own fingerprint (not a ``dont_filter`` request's: Scrapy
+    never marks one) and where its redirects ended."""
+    task = finished.lease.task
+    return [*([] if unfiltered(task) else [fingerprint_of(task)]), *(url_fingerprint(url) for url in finished.marks)]
 
 
 def _importance_links(batch: Sequence[Finished], important: set[str]) -> list[Link]:

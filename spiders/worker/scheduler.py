@@ -26,6 +26,12 @@ callback yields becomes a child task in :func:`spiders.worker.output.child_task`
 ``DUPEFILTER_CLASS`` dupefilter (:class:`spiders.dupefilter.BatchDupeFilter`) by the commit
 (:meth:`spiders.worker.commit.Committer.commit`: the children, a start URL) and here (where a redirect ends).
 
+One's own Scrapy spider (issue 35): its worker serves one crawl (:mod:`spiders.worker.own`) and closes the spider
+when that crawl has finished or was stopped (reason ``finished`` or ``cancelled``), as a plain ``scrapy crawl`` ends
+when its work is done; a request it schedules itself (``engine.crawl``, not a callback's output) becomes a task of
+its crawl too (:meth:`FleetScheduler.enqueue_request`); where a redirect leads is checked by the project's request
+fingerprint, and not at all with ``dont_filter``.
+
 Completion (docs/architecture.md): a task is finished when the spider's output for its response was consumed and
 every item it produced was stored or dropped (:class:`spiders.worker.tracker.TaskTracker`, which hears Scrapy's item
 signals itself); a failed download finishes it too (the errback). Spiders ask the scheduler for a task's crawl
@@ -39,9 +45,10 @@ import logging
 from functools import partial
 from typing import Any
 
-from scrapy import Request
+from scrapy import Request, signals
+from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro
-from twisted.internet import threads
+from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
 from frontier.adaptive import Sample
@@ -50,14 +57,19 @@ from frontier.client import SendSlot
 from messaging.clock import Clock, MonotonicClock
 from messaging.domains import domain_of
 from messaging.reactor import running_reactor
+from messaging.tasks import CrawlState
 from spiders import signals as fleet_signals
+from spiders.travel import CannotTravel
 from spiders.worker.build import Worker, build_worker
 from spiders.worker.crawls import CrawlInfo
 from spiders.worker.gate import SendGate
+from spiders.worker.own import Traveller
+from spiders.worker.start import StartOnce
 from spiders.worker.take import Leased
 from spiders.worker.tracker import TaskTracker
 
 logger = logging.getLogger(__name__)
+CRAWL_WATCH_SECONDS = 1.0  # how often one's own spider's worker looks (in memory) whether its crawl has ended
 
 
 class FleetScheduler:
@@ -68,6 +80,8 @@ class FleetScheduler:
         self.gate: SendGate | None = None
         self._closing = False
         self._nudge_pending = False
+        self._watch: Any = None  # one's own spider's worker: is its crawl still running?
+        self._close_at_open: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> FleetScheduler:
@@ -93,9 +107,41 @@ class FleetScheduler:
         """The tracker of the tasks in progress (the spider middleware hands it each response's output)."""
         return self.worker.tracker if self.worker is not None else None
 
+    @property
+    def traveller(self) -> Traveller | None:
+        """One's own spider's requests as tasks (``None`` for a rule spider, or before the worker runs)."""
+        return self.worker.traveller if self.worker is not None else None
+
+    @property
+    def starts(self) -> StartOnce | None:
+        """One's own spider's start requests, once per crawl (``None`` for a rule spider)."""
+        return self.worker.starts if self.worker is not None else None
+
     # --- Scrapy's scheduler interface -----------------------------------------------------------------------------
     def open(self, spider: Any) -> Any:
-        return threads.deferToThread(build_worker, self.crawler, self, self.clock).addCallback(self.start)
+        return threads.deferToThread(build_worker, self.crawler, self, self.clock).addCallbacks(self.start,
+                                                                                                 self._not_built)
+
+    def _not_built(self, failure: Failure) -> None:
+        """One's own spider's worker that came after its crawl ended (``CloseSpider`` from
+        :func:`spiders.worker.own.join_crawl`): the spider opens with nothing to do (``start()`` is not run) and
+        closes at once with that reason (raised from ``spider_opened``: raised from here, Scrapy would close a spider
+        whose scraper never opened); any other failure stops the spider as it would without the fleet."""
+        if not failure.check(CloseSpider):
+            failure.raiseException()
+        reason = str(getattr(failure.value, "reason", "") or "cancelled")
+        self._closing = True
+
+        def close(**_: Any) -> None:
+            raise CloseSpider(reason)  # Scrapy closes the spider once it is open (scraper and all)
+
+        self._close_at_open = close  # the signal holds a weak reference
+        self.crawler.signals.connect(close, signal=signals.spider_opened)
+
+    @property
+    def closing(self) -> bool:
+        """Whether the spider is closing (or never had work: it came after its crawl ended)."""
+        return self._closing
 
     def start(self, worker: Worker) -> None:
         """Serve ``worker``'s tasks (on the reactor, once it is built)."""
@@ -103,13 +149,20 @@ class FleetScheduler:
         self.gate = SendGate(worker.feed, self.clock, self.crawler.stats, worker.settings.pace_horizon,
                              self._downloader_room, self._nudge_in)
         worker.start(self.crawler)
+        if worker.traveller is not None:
+            self._watch = task.LoopingCall(self._watch_crawl, worker.traveller.crawl.crawlid)
+            self._watch.start(CRAWL_WATCH_SECONDS, now=False)
         logger.info("worker %s ready (spider type %s, host IP %s)", worker.info.job, worker.info.spider_type,
                     worker.info.ip)
 
     def close(self, reason: str) -> Any:
         self._closing = True
+        if self._watch is not None and self._watch.running:
+            self._watch.stop()
         if self.worker is None:
             return None
+        if self.worker.starts is not None:
+            self.worker.starts.stopping = True
         logger.info("closing (%s): committing finished tasks, handing the others back", reason)
         if self.worker.robots is not None:
             self.worker.robots.stop()
@@ -120,6 +173,8 @@ class FleetScheduler:
 
     def enqueue_request(self, request: Request) -> bool:
         if "task" not in request.meta:
+            if self.worker is not None and self.worker.traveller is not None:
+                return self._push_loose(request)
             logger.warning("dropped %s: requests reach the fleet through seeds (yield them from a spider callback)",
                            request)
             return False
@@ -192,11 +247,42 @@ class FleetScheduler:
 
     def _redirect_is_new(self, request: Request) -> bool:
         """**Where dedup is asked of a redirect** (a thread of the pool): whether its target is new to the crawl's
-        dupefilter, which marks it (the redirect dupefilter's own connection; nothing counted)."""
+        dupefilter, which marks it (the redirect dupefilter's own connection; nothing counted). One's own spider's
+        request is keyed by the project's fingerprint, and one with ``dont_filter`` is never asked."""
         assert self.worker is not None  # redirects are checked once the scheduler is open
         dupefilter = self.worker.redirects
-        fingerprint = request_fingerprint(request.url, request.method, request.body or b"")
+        traveller = self.worker.traveller
+        if traveller is not None:
+            if request.dont_filter:
+                return True
+            fingerprint = traveller.fingerprint(request)
+        else:
+            fingerprint = request_fingerprint(request.url, request.method, request.body or b"")
         return dupefilter.bloom(dupefilter.namespace(request.meta)).add_fingerprints([fingerprint])[0]
+
+    def _push_loose(self, request: Request) -> bool:
+        """A request one's own spider scheduled itself (``engine.crawl``): a task of its crawl, with no parent."""
+        assert self.worker is not None and self.worker.traveller is not None and self.worker.starts is not None
+        traveller, committer = self.worker.traveller, self.worker.starts.committer
+        try:
+            loose = traveller.task(request)
+        except CannotTravel as problem:
+            refused = [traveller.refuse(request, problem, "to the scheduler")]
+            threads.deferToThread(committer.count_refused, traveller.crawl.crawlid, refused)
+            return False
+        threads.deferToThread(committer.push_new, f"loose {loose.encode()}", [loose]).addErrback(
+            lambda f: logger.error("could not push %s: %s", request, f.getErrorMessage()))
+        return True
+
+    def _watch_crawl(self, crawlid: str) -> None:
+        """One's own spider's worker ends with its crawl (read by the feed thread every CRAWLFLEET_CRAWL_REFRESH)."""
+        assert self.worker is not None
+        crawl = self.worker.catalog.get(crawlid)
+        if crawl is None or crawl.live or self._closing:  # a paused crawl's workers wait for its resume
+            return
+        reason = "finished" if crawl.state == CrawlState.FINISHED else "cancelled"
+        logger.info("crawl %s is %s: closing the spider", crawlid, crawl.state or "gone")
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
 
     def _redirect_checked(self, request: Request, new: bool) -> None:
         assert self.gate is not None and self.worker is not None  # the check was asked by the open scheduler

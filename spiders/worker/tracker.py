@@ -10,6 +10,14 @@ the task is finished and handed to the feed, which pushes its children and ackno
 Children are checked here, before they cost a round trip: the crawl still running, ``maxdepth``, the blacklist
 (the site configuration the worker watches in ZooKeeper). Scope is the rule's business (the universal spider's
 ``allow_domains``, the list spider's explicit links).
+
+One's own spider (issue 35, ``traveller``: :class:`spiders.worker.own.Traveller`): a leased task is its request
+again, with its callback and errback by name; the errback the spider gave sees the failure, and what it returns
+(items, requests) is output of the task like a callback's (:meth:`TaskOutputMiddleware.errback_output`); without
+one, the failure is raised on for Scrapy to log as it always does. Items are settled when the fleet's store has
+them (``settle_signal``: :data:`spiders.signals.item_stored`), and each item's place in its page's output is kept
+(:meth:`TaskTracker.item_key`), which is what the store keys it by: a page processed again after a crash stores the
+same documents again, never new ones.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from messaging.tasks import Task
 from spiders.robots_meta import NOINDEX_META
 from spiders.worker.commit import Finished
 from spiders.worker.crawls import CrawlCatalog
+from spiders.worker.output import meta_of
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +54,9 @@ class InProgress:
     marks: list[str] = field(default_factory=list)
     revisit: dict[str, Any] | None = None  # a revisiting crawl's outcome (spiders.middlewares.conditional)
     failure: str = ""  # why it failed (an HTTP error status, a download error), counted by reason
+    refused: list[tuple[str, str]] = field(default_factory=list)  # requests that could not travel (fp, reason)
+    places: dict[int, int] = field(default_factory=dict)  # id(item) -> its place in the page's output
+    given: set[int] = field(default_factory=set)  # places of items keyed for the store already
     status: int | None = None  # the failure's HTTP status
     attempts: int = 1  # the failure's downloads, Scrapy's retries included
     failed_at: float = 0.0
@@ -52,17 +64,24 @@ class InProgress:
 
 class TaskTracker:
     def __init__(self, spider: Any, catalog: CrawlCatalog, admits: Callable[[str], bool],
-                 finish: Callable[[Finished], None], stats: Any = None) -> None:
+                 finish: Callable[[Finished], None], stats: Any = None, *, traveller: Any = None,
+                 settle_signal: Any = signals.item_scraped, outputs: Callable[[], Any] | None = None) -> None:
+        """``traveller``: one's own spider's (its tasks are whole requests); ``settle_signal``: the signal that
+        says an item is stored (Scrapy's ``item_scraped`` when the last pipeline stores it); ``outputs``: the
+        output middleware, for an errback's output."""
         self.spider = spider
         self.catalog = catalog
         self.admits = admits
         self.finish = finish
         self.stats = stats
+        self.traveller = traveller
+        self.settle_signal = settle_signal
+        self.outputs = outputs or (lambda: None)
         self.tasks: dict[str, InProgress] = {}
 
     def connect(self, crawler_signals: Any) -> None:
         """Hear of every item a pipeline stored, dropped or failed on (the crawler's signals; on the reactor)."""
-        crawler_signals.connect(self._item_stored, signal=signals.item_scraped)
+        crawler_signals.connect(self._item_stored, signal=self.settle_signal)
         crawler_signals.connect(self._item_lost, signal=signals.item_dropped)
         crawler_signals.connect(self._item_lost, signal=signals.item_error)
 
@@ -74,7 +93,10 @@ class TaskTracker:
         crawl = self.catalog.get(task.crawlid)
         request: Request | None
         try:
-            request = self.spider.request_for(task, crawl)
+            if self.traveller is not None:
+                request = self.traveller.request(task)
+            else:
+                request = self.spider.request_for(task, crawl)
         except Exception:
             logger.exception("could not make a request for %s; the task is dropped", task.url)
             request = None
@@ -89,28 +111,50 @@ class TaskTracker:
         request.meta["task_member"] = lease.member
         request.meta.setdefault("crawlid", task.crawlid)
         request.meta.setdefault("spider_type", task.spider_type)
-        request.errback = self._wrap_errback(request.errback, lease.member)
+        if self.traveller is not None:
+            request.errback = self._own_errback(request.errback, lease.member)
+        else:
+            request.errback = self._wrap_errback(request.errback, lease.member)
         return request
 
     # --- output of a response -------------------------------------------------------------------------------------
-    def item_produced(self, response: Any) -> None:
+    def item_produced(self, response: Any, item: Any = None) -> None:
         progress = self._progress(response)
         if progress is not None:
+            progress.places.setdefault(id(item), progress.items)
             progress.items += 1
 
-    def output_done(self, response: Any, children: list[Task]) -> None:
+    def item_key(self, response: Any, item: Any) -> str | None:
+        """What the fleet's store keys an item by: its task's request fingerprint and its place in the page's output
+        (an item a pipeline replaced by another object takes the first place nobody has or will have). ``None``: no
+        task."""
+        progress = self._progress(response)
+        if progress is None:
+            return None
+        place = progress.places.get(id(item))
+        if place is None or place in progress.given:
+            reserved = set(progress.places.values())
+            place = next(n for n in range(progress.items + len(progress.given) + 1)
+                         if n not in progress.given and n not in reserved)
+        progress.given.add(place)
+        fp = progress.task.request.get("fp") or progress.lease.member
+        return f"{fp}:{place}"
+
+    def output_done(self, response: Any, children: list[Task], refused: list[tuple[str, str]] | None = None) -> None:
         progress = self._progress(response)
         if progress is None or progress.output_done:
             return
+        progress.refused = list(refused or [])
         progress.children = self._admitted(progress.task, children)
-        if not progress.failure and _meta(response).get(NOINDEX_META):  # its items were left out: counted so
+        meta = meta_of(response)
+        if not progress.failure and meta.get(NOINDEX_META):  # its items were left out: counted so
             progress.failure = NOINDEX
-        revisit = response.meta.get("revisit") if getattr(response, "request", None) is not None else None
+        revisit = meta.get("revisit")
         if revisit is not None:
             progress.revisit = {**revisit, "links": len(children)}
         url = getattr(response, "url", "")
-        if url and url != progress.task.url:
-            progress.marks.append(url)  # where a redirect ended: seen too
+        if url and url != progress.task.url and self.traveller is None:
+            progress.marks.append(url)  # where a redirect ended: seen too (one's own spider's: at its redirect)
         progress.output_done = True
         self._maybe_finish(progress)
 
@@ -149,6 +193,26 @@ class TaskTracker:
             self._maybe_finish(progress)
 
     # --- internals ------------------------------------------------------------------------------------------------
+    def _own_errback(self, errback: Any, member: str) -> Callable[[Failure], Any]:
+        """One's own spider's errback: the failure is the task's (counted by reason); the errback's output is the
+        task's output; without an errback the failure goes on to Scrapy, which logs it as usual."""
+        def failed(failure: Failure) -> Any:
+            progress = self.tasks.get(member)
+            if progress is None or progress.output_done:
+                return errback(failure) if errback is not None else failure
+            self._inc(f"fleet/task/failed/{_error_name(failure)}")
+            progress.failure, progress.status, progress.attempts = _reason(failure)
+            progress.failed_at = time.time()
+            outputs = self.outputs()
+            if errback is None or outputs is None:
+                output = errback(failure) if errback is not None else failure
+                progress.output_done = True
+                self._maybe_finish(progress)
+                return output
+            return outputs.errback_output(failure, errback(failure), progress.task)
+
+        return failed
+
     def _wrap_errback(self, errback: Any, member: str) -> Callable[[Failure], Any]:
         def failed(failure: Failure) -> Any:
             output = errback(failure) if errback is not None else None
@@ -165,11 +229,7 @@ class TaskTracker:
         return failed
 
     def _progress(self, response: Any) -> InProgress | None:
-        meta = getattr(response, "meta", None) if response is not None else None
-        try:
-            member = meta.get("task_member") if meta is not None else None
-        except AttributeError:  # a response without a request
-            return None
+        member = meta_of(response).get("task_member") if response is not None else None
         return self.tasks.get(member) if member else None
 
     def _admitted(self, parent: Task, children: list[Task]) -> list[Task]:
@@ -193,7 +253,7 @@ class TaskTracker:
             self.tasks.pop(progress.lease.member, None)
             self.finish(Finished(progress.lease, progress.children, progress.stored, progress.marks,
                                  progress.revisit, progress.failure, progress.status, progress.attempts,
-                                 progress.failed_at))
+                                 progress.failed_at, refused=progress.refused))
             self._inc("fleet/task/finished")
 
     def _inc(self, key: str, n: int = 1) -> None:
@@ -214,10 +274,3 @@ def _reason(failure: Failure) -> tuple[str, int | None, int]:
 
 def _error_name(failure: Failure) -> str:
     return failure.type.__name__ if failure.type is not None else "Error"
-
-
-def _meta(response: Any) -> dict[str, Any]:
-    try:
-        return response.meta or {}
-    except AttributeError:  # a response without a request
-        return {}

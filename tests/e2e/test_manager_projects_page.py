@@ -1,5 +1,6 @@
 """The *Projects* page in headless Chromium: a person deploys an egg by upload (a broken one is refused with its
-reason), sees its versions and spiders, runs a spider, deletes the version; the home page links the project."""
+reason), sees its versions and spiders, runs a spider (a fleet crawl of its 2 workers, which a master ends), deletes
+the version; the home page links the project."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ class Hello(scrapy.Spider):
 def test_deploy_by_upload_see_run_and_delete(cf: Isolated, procs: Processes, tmp_path: Path, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
-    manager = ManagerProcess(procs, cf.env, tmp_path / "manager").start()
+    env = cf.with_env(CRAWLFLEET_FINISH_INTERVAL="0.5", CRAWLFLEET_DISPATCH_INTERVAL="0.2")
+    procs.crawlfleet("master", "--id", "m0", env=env, name="master")  # a crawl's end is the leading master's word
+    manager = ManagerProcess(procs, env, tmp_path / "manager").start()
     good = build_egg(write_project(tmp_path / "good", "shop", manager.url, {"spiders/hello.py": SPIDER}),
                      tmp_path / "good.egg")
     broken = build_egg(write_project(tmp_path / "broken", "shop", manager.url,
@@ -67,9 +70,10 @@ def test_deploy_by_upload_see_run_and_delete(cf: Isolated, procs: Processes, tmp
     assert message.startswith("started hello-") and message.endswith("(shop 1.0)"), message
     job = message.split()[1]
     manager.wait_state(job, "finished")
-    assert manager.finished(job)["exit_status"] == 0
-    log = (manager.base / "logs" / "shop" / "hello" / f"{job}.log").read_text()
-    assert "hello from the uploaded egg" in log
+    manager.wait_state(f"{job}.2", "finished")
+    assert manager.finished(job)["exit_status"] == 0 and manager.finished(f"{job}.2")["exit_status"] == 0
+    logs = [(manager.base / "logs" / "shop" / "hello" / f"{name}.log").read_text() for name in (job, f"{job}.2")]
+    assert sum("hello from the uploaded egg" in log for log in logs) == 1  # start() once for the crawl
 
     browser.get(manager.url + "/")
     assert find(By.LINK_TEXT, "shop").get_attribute("href") == f"{manager.url}/projects/shop"

@@ -1,5 +1,7 @@
 """ScrapydWeb 1.6.0 (from PyPI, in its own virtualenv) against a manager with basic authentication: its Jobs
-dashboard, Node Reports, a job's Stats and its Items, read for a job that crawled the demo web.
+dashboard, Node Reports, a job's Stats and its Items, read for a job that crawled the demo web; its Deploy page
+(an egg uploaded, sent to ``addversion.json``) and its Run Spider page (``schedule.json`` with arguments and
+``_workers``), which start a fleet crawl of an ordinary Scrapy project (issue 35).
 
 One fleet, one manager, one crawl and one ScrapydWeb for the module: the manager runs the list worker (scheduled
 through scrapyd's API, as ScrapydWeb's *Run Spider* does), a crawl of the demo news site goes through Kafka, and
@@ -21,8 +23,11 @@ from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
 from messaging import keys
 from tests.integration.test_manager_api import ManagerProcess
+from tests.plugins.scrapy_project import build_egg
 from tests.plugins.scrapydweb import ScrapydWeb
 from tests.plugins.services import Processes
+from tests.plugins.shop_project import write_shop
+from tests.plugins.shop_site import CATEGORIES, PAGES, PER_PAGE, ShopSite
 
 pytestmark = pytest.mark.e2e
 AUTH = ("ops", "s3cret-pass")
@@ -103,3 +108,26 @@ def test_a_jobs_items_are_its_documents_in_mongodb(setup: Setup) -> None:
     assert sorted(item["url"] for item in lines) == sorted(item["url"] for item in setup.stored)
     assert all(item["job"] == JOB and item["crawlid"] == CRAWL for item in lines)
     assert requests.get(f"{setup.manager.url}/items/", timeout=30).status_code == 401  # behind the manager's auth
+
+
+def test_the_deploy_and_run_pages_start_a_fleet_crawl_of_an_ordinary_project(
+        setup: Setup, fleet_module: Any, shop_site: ShopSite, tmp_path: Path) -> None:
+    egg = build_egg(write_shop(tmp_path / "shop", setup.manager.url), tmp_path / "shop.egg")
+    deployed = setup.web.post("/1/deploy/upload/", data={"project": "shop", "version": "r1"},
+                              files={"file": ("shop.egg", egg.read_bytes())}, allow_redirects=False)
+    assert deployed.status_code == 302 and "/1/schedule/" in deployed.headers["Location"], deployed.text[:3000]
+    assert setup.manager.get("listversions.json", project="shop")["versions"] == ["r1"]
+    page = setup.web.get("/1/schedule/", params={"project": "shop", "version": "r1"})
+    assert page.status_code == 200 and "Oops" not in page.text, page.text[:3000]
+
+    form = {"project": "shop", "_version": "r1", "spider": "catalog", "jobid": "sw-shop",
+            "additional": f"-d base={shop_site.url} -d _workers=1"}
+    checked = setup.web.post("/1/schedule/check/", data=form).json()
+    ran = setup.web.post("/1/schedule/run/", data={"filename": checked["filename"]}, allow_redirects=False)
+    assert ran.status_code == 302 and "/1/jobs/" in ran.headers["Location"], ran.text[:3000]
+    fleet_module.wait_finished(["sw-shop"], WAIT)
+    products = CATEGORIES * PAGES * PER_PAGE
+    assert len(fleet_module.items("sw-shop")) == products
+    setup.manager.wait_state("sw-shop", "finished", timeout=60)
+    jobs = setup.web.get("/1/jobs/", params={"listjobs": "True"}).json()
+    assert any(job["job"] == "sw-shop" and job["project"] == "shop" for job in jobs), jobs

@@ -8,6 +8,7 @@ once per page in flight: a commit committed again pushed *every* link of its pag
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -158,3 +159,59 @@ def test_a_new_child_linked_twice_in_a_batch_is_owed_by_one_page(cf: Any) -> Non
     result = committer.commit([Finished(lease_one(frontier, start), seen + fresh, items=1),
                                Finished(lease_one(frontier, other), [*fresh, start], items=1)])
     assert queued(committer.redis) == sorted(t.url for t in fresh) and result.pushed == 3
+
+
+def own(task: Task, fp: str, **request: Any) -> Task:
+    """``task`` as a request of one's own spider (issue 35): keyed by its fingerprint ``fp`` (hex)."""
+    return replace(task, request={"fp": fp, **request})
+
+
+def test_ones_own_spiders_children_are_keyed_by_fingerprint_and_a_dont_filter_one_is_never_asked(
+        cf: Any, monkeypatch: Any) -> None:
+    """One's own spider's page: a GET and a POST of the same URL are two requests; a request whose fingerprint the
+    crawl saw is a duplicate, unless it has ``dont_filter``, which is pushed unasked and never marked. Cut off after
+    the filter marked them, the retry pushes each of them once."""
+    frontier, committer, start, _, _ = page_with_links(cf)
+    get, post = own(start.child("http://site.test/form"), "aa" * 16), own(start.child("http://site.test/form"),
+                                                                          "bb" * 16, method="POST")
+    seen = own(start.child("http://site.test/seen"), "cc" * 16)
+    again = own(start.child("http://site.test/seen"), "cc" * 16, dont_filter=True, flags=["again"])
+    committer.push_new("earlier", [seen])  # pushed by someone before: its fingerprint is in the filter
+    dispatched(committer.redis)
+    page = own(start, "dd" * 16)
+    bloom = committer.dupefilter.bloom(committer.dupefilter.namespace({"crawlid": CRAWL}))
+    fail_once(monkeypatch, bloom, "add_fingerprints", before=False)
+    finished = Finished(lease_one(frontier, page), [get, post, seen, again], items=1)
+    with pytest.raises(RedisAway):
+        committer.commit([finished])
+    result = committer.commit([finished])
+    members = sorted(committer.redis.zrange(keys.SEEDS, 0, -1))
+    assert members == sorted(t.encode().encode() for t in (get, post, again)) and result.pushed == 3
+    assert entries(committer.redis) == []
+    assert bloom.contains_fingerprints([bytes.fromhex("cc" * 16), bytes.fromhex("dd" * 16)]) == [True, True]
+    dispatched(committer.redis)
+    later = committer.commit([Finished(lease_one(frontier, own(start.child("http://site.test/x"), "ee" * 16)),
+                                       [get, post, seen, again])])
+    assert sorted(committer.redis.zrange(keys.SEEDS, 0, -1)) == [again.encode().encode()] and later.pushed == 1
+
+
+def test_start_requests_a_dead_worker_marked_are_pushed_by_the_worker_that_takes_over(cf: Any,
+                                                                                     monkeypatch: Any) -> None:
+    """A crawl's start requests go through the journal under their batch's name: job-a marks its batch and dies
+    before the push; job-b, which takes the start claim over, pushes its batch of the same name — which holds
+    other requests (its start() is not the same) — and so pushes what job-a marked as well as its own, each once."""
+    _, committer, start, _, _ = page_with_links(cf, "job-a")
+    batch_a = [own(start.child(f"http://site.test/a{n}"), f"{n:02x}" * 16) for n in range(3)]
+    fail_once(monkeypatch, committer.journal, "_push_owed", before=True)
+    with pytest.raises(RedisAway):
+        committer.push_new("start 0", batch_a)
+    assert queued(committer.redis) == []
+
+    _, committer_b, catalog_b = worker_parts(cf, "job-b")
+    catalog_b.load([CRAWL])
+    batch_b = [batch_a[0], own(start.child("http://site.test/b"), "ff" * 16)]
+    assert committer_b.push_new("start 0", batch_b) == 4
+    assert queued(committer.redis) == sorted(t.url for t in [*batch_a, batch_b[1]])
+    assert entries(committer.redis) == []
+    dispatched(committer.redis)
+    assert committer_b.push_new("start 0", batch_b) == 0  # a push sent again finds them all seen

@@ -214,3 +214,30 @@ def test_dispatch_resumes_within_the_minute_after_a_slow_period(cf) -> None:
     resumed = dispatcher.round(T0 + 6)
     assert resumed.placed.get("w", 0) >= 20, resumed  # it gets at least what it just proved it can do
     assert minute_of(T0 + 6) == minute_of(T0)  # within the same minute of the Redis clock
+
+
+def test_a_crawl_of_ones_own_spider_goes_to_its_own_workers_only(cf) -> None:
+    """Issue 35: workers of one spider type that serve different crawls (their arguments and egg versions differ)
+    get only their crawl's tasks; a rule type's workers still serve every crawl of their type; a task's own Scrapy
+    priority orders its site's queue."""
+    redis = cf.redis()
+    own = "shop.products"
+    push_seeds(redis, tasks(40, own, crawlid="books") + tasks(30, own, crawlid="toys") + tasks(20, "list"))
+    for job, crawl in (("books-1", "books"), ("books-2", "books"), ("toys-1", "toys")):
+        WorkerRegistry(redis).register(WorkerInfo(job, own, "ip", "h", 1, crawlid=crawl), now=T0 - 60)
+        WorkerRegistry(redis).heartbeat(job, now=T0)
+    with_history(redis, "lister", 600)
+    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(backlog_minutes=100))
+    placed = dispatcher.round(T0).placed
+    assert placed["books-1"] + placed["books-2"] == 40 and placed["toys-1"] == 30 and placed["lister"] == 20
+    for job, crawl in (("books-1", "books"), ("books-2", "books"), ("toys-1", "toys")):
+        assert {Task.decode(member).crawlid for member in queued(redis, job)} == {crawl}
+    assert WorkerRegistry(redis).infos(["toys-1"])["toys-1"].crawlid == "toys"
+
+    urgent = Task("http://shop.test/a", "urgent", own, request={"fp": "00", "priority": 5})
+    plain = Task("http://shop.test/b", "urgent", own, request={"fp": "01"})
+    push_seeds(redis, [plain, urgent])
+    WorkerRegistry(redis).register(WorkerInfo("urgent-1", own, "ip", "h", 1, crawlid="urgent"), now=T0)
+    dispatcher.round(T0 + 1)
+    members = redis.zrange(keys.queue("urgent-1", "shop.test"), 0, -1)
+    assert [Task.decode(m).url for m in members] == ["http://shop.test/a", "http://shop.test/b"]

@@ -1,6 +1,9 @@
 """Deployed projects, as a scrapyd user meets them: ``scrapyd-deploy`` of an ordinary Scrapy project written here,
 its versions and spiders through scrapyd-client, jobs that run the version they were scheduled with, a deleted
 version, a second manager of the cluster loading the same egg, and eggs that must be refused with nothing stored.
+
+A deployed project's job is a fleet crawl (issue 35): its worker (one here, ``_workers=1``) runs the pinned egg, its
+``start()`` is the crawl's start, and the job is finished when its crawl is (a master declares it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from scrapyd_client.exceptions import ErrorResponse
 from scrapyd_client.pyclient import ScrapydClient
 
 from deploy.procs import wait_for
+from messaging import keys
 from tests.integration.test_manager_api import JOB_TIMEOUT, ManagerProcess
 from tests.plugins.scrapy_project import build_egg, deploy, scrapyd_deploy, write_project
 from tests.plugins.services import Isolated, Processes
@@ -78,12 +82,15 @@ def stored(cf: Isolated) -> dict[str, int]:
 
 
 def schedule(manager: ManagerProcess, **params: str) -> dict[str, Any]:
-    answer: dict[str, Any] = manager.post("schedule.json", {"project": PROJECT, "spider": "probe", **params}).json()
+    answer: dict[str, Any] = manager.post("schedule.json", {"project": PROJECT, "spider": "probe", "_workers": "1",
+                                                            **params}).json()
     return answer
 
 
 def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Processes, tmp_path: Path) -> None:
-    manager = ManagerProcess(procs, cf.env, tmp_path / "m", CRAWLFLEET_MANAGER_MAX_PROC="1").start()
+    env = cf.with_env(CRAWLFLEET_FINISH_INTERVAL="0.5", CRAWLFLEET_DISPATCH_INTERVAL="0.2")
+    procs.crawlfleet("master", "--id", "m0", env=env, name="master")  # a crawl's end is the leading master's word
+    manager = ManagerProcess(procs, env, tmp_path / "m", CRAWLFLEET_MANAGER_MAX_PROC="1").start()
     root = version_of(tmp_path / "project", manager.url, "v1")
     assert deploy(root, "1.0") == {"node_name": f"node-{manager.port}", "status": "ok", "project": PROJECT,
                                    "version": "1.0", "spiders": 1}
@@ -116,6 +123,7 @@ def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Proces
     assert client.versions(PROJECT) == ["2.0"]
     with pytest.raises(ErrorResponse, match=r"version '1\.0' not found"):
         client.schedule(PROJECT, "probe", [("_version", "1.0")])
+    assert cf.redis().hget("crawl:p2", "version") == b"1.0"  # the crawl pins what every worker of it loads
     assert manager.get("listspiders.json", project=PROJECT, _version="1.0")["message"] == "version '1.0' not found"
     flags["p2"].touch()
     wait_log(manager, "p2", "late import of late-v1")
@@ -127,12 +135,34 @@ def test_deploy_list_pin_delete_and_a_second_manager(cf: Isolated, procs: Proces
         manager, "probe", "p4")
 
     # another manager of the cluster (its own host cache) sees the project and loads the egg from MongoDB
-    other = ManagerProcess(procs, cf.env, tmp_path / "other").start()
+    other = ManagerProcess(procs, env, tmp_path / "other").start()
     assert ScrapydClient(other.url).projects() == ["crawlfleet", PROJECT]
     assert ScrapydClient(other.url).spiders(PROJECT) == ["other", "probe"]
     cached = list((tmp_path / "other" / "eggs" / PROJECT).glob("2_0-*.egg"))
     info = cf.mongo()["_eggs.versions"].find_one({"project": PROJECT, "version": "2.0"})
     assert [p.name for p in cached] == [f"2_0-{info['sha256']}.egg"]
+
+    # a crawl's workers on both hosts: the second through the other manager's schedule.json, with the crawl's pin
+    wait_for(lambda: cf.redis().zcard(keys.MANAGERS) == 2, 30, "both managers in the registry")
+    assert schedule(manager, jobid="p5", _workers="2", _hosts="*")["status"] == "ok"
+    manager.wait_state("p5", "finished")
+    other.wait_state("p5.2", "finished")
+    assert other.finished("p5.2")["exit_status"] == 0 and manager.finished("p5")["exit_status"] == 0
+    assert "serving crawl p5 of fleettest.probe" in (tmp_path / "other" / "logs" / PROJECT / "probe" /
+                                                     "p5.2.log").read_text()
+
+    # cancel.json of a crawl served on both hosts stops it on each: its start() waits for a flag never set (longer
+    # than JOB_TIMEOUT), yet both jobs finish, the other host's worker closing by itself as cancelled
+    assert schedule(manager, jobid="p6", _workers="2", _hosts="*", flag=str(tmp_path / "never.flag"))["status"] == "ok"
+    wait_for(lambda: "probe runs code v2" in log_of(manager, "probe", "p6") + log_of(other, "probe", "p6.2"),
+             JOB_TIMEOUT, "p6's start() runs")
+    other.wait_state("p6.2", "running")
+    assert manager.post("cancel.json", {"project": PROJECT, "job": "p6"}).json()["prevstate"] == "running"
+    manager.wait_state("p6", "finished")
+    other.wait_state("p6.2", "finished")
+    assert cf.redis().hget(keys.crawl("p6"), "state") == b"stopped"
+    assert "late import" not in log_of(manager, "probe", "p6") + log_of(other, "probe", "p6.2")
+    assert "Spider closed (cancelled)" in log_of(other, "probe", "p6.2")
 
     assert manager.post("delproject.json", {"project": PROJECT}).json()["status"] == "ok"
     assert client.projects() == ["crawlfleet"] and client.versions(PROJECT) == []

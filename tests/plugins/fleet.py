@@ -39,6 +39,15 @@ class Fleet:
         self.redis = cf.redis()
         self.workers: dict[str, Any] = {}
         self._producer: Any = None
+        self._mongo: Any = None
+
+    @property
+    def mongo(self) -> Any:
+        """The crawl database, through one client (closed with the services' clients): a wait that polls it opens
+        no new connection per look (the MongoDB-wire server caps them at 1,000)."""
+        if self._mongo is None:
+            self._mongo = self.cf.mongo()
+        return self._mongo
 
     def use_demoweb(self, status: dict[str, Any]) -> None:
         """Crawl another demo web (e.g. a bigger one the test started) instead of the session's."""
@@ -124,7 +133,7 @@ class Fleet:
         return dict(json.loads(body).get(site, {}).get("paths", {}))
 
     def items(self, crawlid: str) -> list[dict[str, Any]]:
-        return list(self.cf.mongo()[crawlid].find({}, {"_id": 0}))
+        return list(self.mongo[crawlid].find({}, {"_id": 0}))
 
     def wait_workers_registered(self, count: int, timeout: float = 30) -> None:
         wait_for(lambda: self.redis.zcard(keys.WORKERS) >= count, timeout, f"{count} registered workers")

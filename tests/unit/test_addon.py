@@ -68,3 +68,30 @@ def test_what_a_spider_or_the_command_line_sets_wins_over_the_add_on():
     assert "spiders.pipelines.mongo.MongoPipeline" not in pipelines
     assert "my.Pipeline" in pipelines and "spiders.pipelines.clean.CleanPipeline" in pipelines
     assert settings["DUPEFILTER_CLASS"] == "my.DupeFilter" and settings["SCHEDULER"] == "my.Scheduler"
+
+
+def test_ones_own_spider_gets_the_fleets_core_around_its_project(tmp_path):
+    """Issue 35: any spider that is not a rule spider keeps its project's components; the add-on adds the fleet's
+    core (scheduler, dupefilter, the output middleware, shared cookie jars, the item store) and none of the rule
+    spiders' page work; robots.txt is obeyed as the project's ROBOTSTXT_OBEY says, by the cluster's cache."""
+
+    class Shop(Spider):
+        name = "shop"
+        custom_settings = {"ITEM_PIPELINES": {"shop.pipelines.Tally": 300}, "ROBOTSTXT_OBEY": True,
+                           "USER_AGENT": "ShopBot/1.0 (+https://shop.example)"}
+
+    settings = applied(Shop)
+    assert {name: settings[name] for name in addon.SETTINGS} == addon.SETTINGS
+    for name, wanted in addon.OWN_COMPONENTS.items():
+        for path, order in wanted.items():
+            assert settings.getwithbase(name)[path] == order, (name, path)
+    assert build_component_list(settings.getwithbase("ITEM_PIPELINES")) == ["shop.pipelines.Tally"]
+    spider_mws = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+    assert "scrapy.downloadermiddlewares.cookies.CookiesMiddleware" not in spider_mws
+    assert "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware" not in spider_mws
+    rule_only = {path for path, order in addon.DOWNLOADER_MIDDLEWARES.items() if order is not None} - set(
+        addon.OWN_COMPONENTS["DOWNLOADER_MIDDLEWARES"])
+    assert rule_only and not set(spider_mws) & rule_only  # no User-Agent rotation, decoding, conditional, render
+    assert "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware" in spider_mws  # the project's USER_AGENT
+    assert settings.getbool("CRAWLFLEET_ROBOTSTXT_OBEY") and settings["CRAWLFLEET_ROBOTSTXT_USER_AGENT"] == "ShopBot"
+    assert not applied(Shop, ROBOTSTXT_OBEY="False").getbool("CRAWLFLEET_ROBOTSTXT_OBEY")

@@ -150,3 +150,24 @@ def test_the_form_token_is_checked_in_constant_time() -> None:
     token = CsrfToken()
     assert token.valid(token.value) and token.valid(token.value.encode())
     assert not token.valid(None) and not token.valid("") and not token.valid(token.value + "x")
+
+
+def test_a_crawls_scrapy_stats_are_summed_over_its_workers_but_maxima_stay_maxima() -> None:
+    import json
+
+    from manager.console_data import summed_scrapy_stats
+    from messaging import keys
+
+    class Written:
+        def hgetall(self, key: str) -> dict[bytes, bytes]:
+            assert key == keys.crawl_scrapy_stats("c1")
+            return {b"w1": json.dumps({"response_received_count": 7, "request_depth_max": 2, "memusage/max": 90,
+                                       "elapsed_time_seconds": 4.5, "start_time": "2026-11-29 10:00:00"}).encode(),
+                    b"w2": json.dumps({"response_received_count": 5, "request_depth_max": 3, "memusage/max": 80,
+                                       "elapsed_time_seconds": 6.0, "log_count/INFO": 3}).encode(),
+                    b"w3": b"not json"}
+
+    workers, stats = summed_scrapy_stats(Written(), "c1")
+    assert workers == 3
+    assert dict(stats) == {"response_received_count": 12, "request_depth_max": 3, "memusage/max": 90,
+                           "elapsed_time_seconds": 6.0, "log_count/INFO": 3}

@@ -94,6 +94,7 @@ class Worker:
         self.feed, self.tracker, self.catalog = Feed(), Tracker(), Catalog()
         self.settings = SimpleNamespace(pace_horizon=1.0)
         self.info = SimpleNamespace(job="j", spider_type="list", ip="10.0.0.1")
+        self.traveller = self.starts = None  # a rule spider's worker
 
     def start(self, crawler: Any) -> None:
         pass

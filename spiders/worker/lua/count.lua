@@ -9,9 +9,11 @@
 --  listed, retry number or '0')*.
 -- A page's field holds what it counts as now: its items, or '<kind>:<reason>' while it fails — kind 'l' (kept in
 -- the failures list), 'u' (beyond the list's bound: counted in `unlisted`) or 'f' (not a failure to list: robots,
--- blacklisted, noindex) — with '#<n>' when retry n processed it last. A failed page that is processed again and
--- works stops being a failure and counts its items then; one that fails again counts under its new reason; a page
--- stored with no items whose re-processing stored some counts them then (its first store of items).
+-- blacklisted, noindex, a request that could not travel) — with '#<n>' when retry n processed it last. The items an
+-- errback of one's own spider stored for a failed page count all the same (0 for a rule spider's). A failed page
+-- that is processed again and works stops being a failure and counts its items then; one that fails again counts
+-- under its new reason; a page stored with no items whose re-processing stored some counts them then (its first
+-- store of items).
 -- Reply: {pages, items, restored, retried} added by this call (the caller mirrors pages and items into
 -- crawl:<id>), then one verdict per page for the failures list: 'keep' (write its entry), 'drop' (delete it), ''.
 local counted, totals = KEYS[1], KEYS[2]
@@ -54,6 +56,7 @@ for i = 2, #ARGV, 6 do
       local kind
       kind, verdict = new_failure(reason, listable)
       record = kind .. ':' .. reason
+      items = items + n  -- what an errback of one's own spider stored for the failed page
       if start then redis.call('HSET', totals, 'start', reason) end
     else
       record = tostring(n)
