@@ -20,10 +20,13 @@ its shared adaptive delay apart (``frontier.adaptive``).
 worker's prefetch buffer, and tasks leased one by one could leave together after a stall of the downloader: the
 site saw more hits in a window than the cluster had counted. Now the step hands out, with the lease, the slot at
 which the hit was recorded (``Lease.not_before``), and the worker's scheduler hands the request to the downloader
-no earlier than the slot and no later than ``Lease.slack`` after it (a fifth of the spacing, at least
-CRAWLFLEET_PACE_SLACK and at least CRAWLFLEET_PACE_SLACK_SHARE of the site's window: a busy worker's leases wait a
-tenth of a second or more for the downloader, and a slack shorter than that wait would make most of them miss their
-slot and reserve again). A request that missed that span withdraws its hit and reserves a new slot
+no earlier than the slot and no later than half of ``Lease.slack`` after it, the other half being the request's way
+to the site (the slack: a fifth of the spacing, at least CRAWLFLEET_PACE_SLACK and at least
+CRAWLFLEET_PACE_SLACK_SHARE of the site's window: a busy worker's leases wait a tenth of a second or more for the
+downloader, and a slack shorter than that wait would make most of them miss their slot and reserve again). The slot
+is put on the worker's clock with the offset of the fastest recent replies (``messaging.clock.RedisTimeMap``), not
+with that of the reply that carried it, which may have been read late. A request that missed its span withdraws
+its hit and reserves a new slot
 (:meth:`frontier.client.FrontierClient.reserve`, ``lua/reserve.lua``) before it goes; so does every follow-up that
 the worker sends by itself (a redirect, a retry), since the site sees it as another hit. The windows are checked
 ``slack`` wider than the site's window, so the hits the site sees — each within ``slack`` after its recorded time —
@@ -54,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from frontier.config_watch import SiteRates
 from messaging.clients import as_text
 from messaging.domains import domain_of
+from messaging.settings import default
 from messaging.siteconfig import Rate
 
 if TYPE_CHECKING:  # the cache imports the client, which imports these rules
@@ -100,8 +104,8 @@ class Politeness:
         robots: RobotsCache | None = None,
         user_agent: str = "crawlfleet",
         *,
-        horizon: float = 1.0,
-        slack: float = 0.05,
+        horizon: float = default("CRAWLFLEET_PACE_HORIZON"),
+        slack: float = default("CRAWLFLEET_PACE_SLACK"),
         slack_share: float = 0.0,
         stats: Any = None,
     ) -> None:

@@ -71,3 +71,52 @@ class ManualClock:
         if when < self._now:
             raise ValueError("time does not go backwards")
         self._now = float(when)
+
+
+class RedisTimeMap:
+    """Redis time on this process's clock: the offset between the two, as the fastest recent replies show it.
+
+    A reply that carries the Redis time of its call (a politeness step's, a reservation's) is read here some time
+    later: the network, the queue of a pipeline, a feed thread that waited for the GIL. Turning a slot into this
+    process's clock with the offset of *that* reply (``local - redis``) puts the slot that much too late, by a delay
+    that differs from reply to reply: two workers that send their hits "at the slot" then send them up to that
+    difference apart from their true slots, and a site paced at 5 hits a second saw 6 within 0.975 s. The smallest
+    offset seen is the one closest to the truth (the reply that waited least: a fraction of a millisecond on a LAN),
+    so slots are mapped with the minimum of the offsets observed over the last ``memory`` seconds (kept per
+    ``bucket`` seconds of this clock, so that a drift between the two clocks is followed within ``memory``). Until a
+    reply was observed, the offset of now is unknown: :attr:`offset` is ``None``.
+    """
+
+    def __init__(self, memory: float = 16.0, bucket: float = 1.0) -> None:
+        self.memory = memory
+        self.bucket = bucket
+        self._minima: dict[int, float] = {}  # bucket of this clock -> the least offset observed in it
+        self._latest = float("-inf")  # this clock's time of the latest observation
+
+    def observe(self, redis_now: float, local_now: float) -> None:
+        """A reply that carried ``redis_now`` (seconds, Redis clock) was read at ``local_now`` (this clock)."""
+        if not redis_now:
+            return  # no step script ran (robots.txt pending, an empty queue): no Redis time
+        offset = local_now - redis_now
+        self._latest = max(self._latest, local_now)
+        index = int(local_now // self.bucket)
+        if offset < self._minima.get(index, float("inf")):
+            self._minima[index] = offset
+        oldest = index - int(self.memory // self.bucket)
+        if min(self._minima) < oldest:
+            self._minima = {i: value for i, value in self._minima.items() if i >= oldest}
+
+    def stale(self, local_now: float) -> bool:
+        """Whether nothing was observed for half the memory: a quiet process asks the Redis clock itself
+        (:meth:`probe`), so that the first reply after a quiet spell — maybe a slow one — is not all it knows."""
+        return local_now - self._latest >= self.memory / 2
+
+    def probe(self, redis: RedisClient, clock: Clock) -> None:
+        """Observe the Redis clock with a ``TIME`` call of its own (read back at once: one round trip late)."""
+        redis_now = RedisClock(redis).now()
+        self.observe(redis_now, clock.now())
+
+    @property
+    def offset(self) -> float | None:
+        """This clock minus the Redis clock, as closely as the replies show it (``None`` before the first)."""
+        return min(self._minima.values()) if self._minima else None

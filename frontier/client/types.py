@@ -49,9 +49,15 @@ class SendSlot:
 
 
 def send_slot(domain: str, not_before: float, redis_now: float, slack: float, hit: str, local_now: float,
-              ip: str | None) -> SendSlot:
-    """A slot on the Redis clock (``not_before``, read at ``redis_now``) on this process's clock (``local_now``)."""
-    return SendSlot(domain, local_now + max(0.0, not_before - redis_now), slack, hit, ip)
+              ip: str | None, offset: float | None = None) -> SendSlot:
+    """A slot on the Redis clock (``not_before``, in a reply that carried ``redis_now`` and was read at ``local_now``)
+    on this process's clock. ``offset``: this clock minus the Redis clock as the fastest recent replies show it
+    (:class:`messaging.clock.RedisTimeMap`); the slot is then exactly that far from its Redis time, however late this
+    reply was read, and a slot that passed while the reply travelled is in the past (the sender reserves again).
+    Without it, the reply's own offset (a slot at least ``local_now``)."""
+    if offset is None:
+        return SendSlot(domain, local_now + max(0.0, not_before - redis_now), slack, hit, ip)
+    return SendSlot(domain, not_before + min(offset, local_now - redis_now), slack, hit, ip)
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,8 @@ class Reservation:
     def recorded(self) -> bool:
         return bool(self.hit)
 
-    def send_slot(self, local_now: float, ip: str | None = None) -> SendSlot:
-        return send_slot(self.domain, self.not_before, self.now, self.slack, self.hit, local_now, ip)
+    def send_slot(self, local_now: float, ip: str | None = None, offset: float | None = None) -> SendSlot:
+        return send_slot(self.domain, self.not_before, self.now, self.slack, self.hit, local_now, ip, offset)
 
 
 @dataclass
@@ -101,8 +107,9 @@ class TakeResult:
     def task(self) -> Task | None:
         return self.lease.task if self.lease else None
 
-    def send_slot(self, local_now: float, ip: str | None = None) -> SendSlot:
-        """When the lease's request may go out, on the clock that reads ``local_now`` now."""
+    def send_slot(self, local_now: float, ip: str | None = None, offset: float | None = None) -> SendSlot:
+        """When the lease's request may go out, on the clock that reads ``local_now`` now (``offset``: see
+        :func:`send_slot`)."""
         assert self.lease is not None, "only a step that took has a slot"
         lease = self.lease
-        return send_slot(lease.domain, lease.not_before, self.now, lease.slack, lease.hit, local_now, ip)
+        return send_slot(lease.domain, lease.not_before, self.now, lease.slack, lease.hit, local_now, ip, offset)

@@ -284,6 +284,8 @@ class TaskFeed:
             now = self.last_pass = self.clock.now()
             wait = self.config.idle_backoff_max
             try:
+                if self.take.redis_time.stale(now):  # slots are mapped with the fastest replies: keep them fresh
+                    self.take.redis_time.probe(self.frontier.redis, self.clock)
                 self._reserve_some()
                 if now >= next_commit:
                     self._adapt_some()
@@ -380,8 +382,11 @@ class TaskFeed:
                 self._reserve_wanted.put(item)
             raise
         now = self.clock.now()
+        redis_time = self.take.redis_time
+        for got in reservations:
+            redis_time.observe(got.now, now)
         for (token, _, _, ip), got in zip(wanted, reservations, strict=True):
-            self.listener.slot_reserved(token, got.send_slot(now, ip))
+            self.listener.slot_reserved(token, got.send_slot(now, ip, redis_time.offset))
 
     def _removed(self, tasks: list[Task], reason: str = ROBOTS) -> None:
         """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) are counted by reason in their

@@ -17,7 +17,7 @@ from typing import Any
 
 from frontier.client import FrontierClient, Lease, Outcome, SendSlot, TakeResult
 from frontier.domain_walk import ReadyWalk
-from messaging.clock import Clock
+from messaging.clock import Clock, RedisTimeMap
 from messaging.counts import BLACKLISTED, ROBOTS
 from messaging.tasks import Task
 from spiders.worker.leases import LeaseKeeper
@@ -54,6 +54,7 @@ class FeedTake:
         self.room = room
         self.on_removed = on_removed
         self.proxies = proxies  # spiders.proxies.ProxyChooser when this spider type crawls through proxies
+        self.redis_time = RedisTimeMap()  # the Redis clock on this one: every slot is mapped with it (also the feed's)
         self.extra: deque[Lease] = deque()  # leases of a step batch not yet handed out
         self._leased: dict[str, Leased] = {}  # taken, not handed out yet: their slots and proxies
         self.walk = ReadyWalk(self._take, frontier.ready, idle_poll=idle_poll, reconcile_seconds=reconcile_seconds,
@@ -133,6 +134,9 @@ class FeedTake:
         dropped queue is counted as ``blacklisted`` here (the walk hands the other tasks removed, those robots.txt
         disallows, to ``on_removed``)."""
         now = self.clock.now()
+        for result in results:
+            self.redis_time.observe(result.now, now)
+        offset = self.redis_time.offset
         last = results[-1]
         if results[0].outcome == Outcome.BLACKLISTED and results[0].removed:
             self.on_removed(results[0].removed, BLACKLISTED)
@@ -146,7 +150,8 @@ class FeedTake:
                 continue
             lease = result.lease
             proxy = (proxy_of or {}).get(lease.member)
-            self._leased[lease.member] = Leased(lease, result.send_slot(now, proxy.address if proxy else None), proxy)
+            slot = result.send_slot(now, proxy.address if proxy else None, offset)
+            self._leased[lease.member] = Leased(lease, slot, proxy)
             self.leases.held[lease.member] = (lease, now)  # renewed like every lease held, also while it waits
             if n:
                 self.extra.append(lease)

@@ -17,7 +17,7 @@ from scrapy.utils.test import get_crawler
 from frontier.client import Lease, SendSlot
 from messaging.clock import ManualClock
 from messaging.tasks import Task
-from spiders.worker.gate import REASK_SECONDS
+from spiders.worker.gate import EARLY, LATE, ON_TIME, REASK_SECONDS, admission
 from spiders.worker.scheduler import FleetScheduler
 from spiders.worker.take import Leased
 
@@ -95,6 +95,7 @@ class Worker:
         self.settings = SimpleNamespace(pace_horizon=1.0)
         self.info = SimpleNamespace(job="j", spider_type="list", ip="10.0.0.1")
         self.traveller = self.starts = None  # a rule spider's worker
+        self.robots = None  # robots.txt not obeyed (spiders.worker.robots has tests of its own)
 
     def start(self, crawler: Any) -> None:
         pass
@@ -143,6 +144,13 @@ def test_a_late_request_withdraws_its_hit_and_waits_for_a_new_slot(scheduler: Fl
     scheduler._reserved(token, SendSlot(DOMAIN, T0 - 0.01, 0.2, "hit-new"))
     request = scheduler.next_request()
     assert request is not None and request.url.endswith("/late")
+
+
+def test_a_request_is_handed_out_within_the_first_half_of_its_slack() -> None:
+    """The windows count a hit as reaching the site within its slot's slack; the scheduler hands a request out only
+    within the first half of it, the other half is its way to the site (issue 37, item 7)."""
+    slot = SendSlot(DOMAIN, T0, 0.2, "hit")
+    assert [admission(slot, T0 + dt) for dt in (-0.01, 0.0, 0.1, 0.11)] == [EARLY, ON_TIME, ON_TIME, LATE]
 
 
 def test_a_follow_up_reserves_a_hit_of_its_own(scheduler: FleetScheduler) -> None:
