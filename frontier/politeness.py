@@ -160,10 +160,11 @@ class Politeness:
         """Whether queue heads are checked against robots.txt before a step (it costs a read of the heads)."""
         return self.robots is not None
 
-    def verdict(self, url: str) -> bool | None:
-        """Whether robots.txt allows ``url``; ``None`` while its host's rules are fetched or unreachable (wait
-        :meth:`pending_wait`, do not drop the URL)."""
-        return True if self.robots is None else self.robots.allowed(url, self.user_agent)
+    def verdict(self, url: str, domain: str | None = None) -> bool | None:
+        """Whether robots.txt allows ``url`` (a task of ``domain``'s queue); ``None`` while its host's rules are
+        fetched or unreachable (wait :meth:`pending_wait`, do not drop the URL). A fetch this asks for is a hit on
+        ``domain``, paced like its pages."""
+        return True if self.robots is None else self.robots.allowed(url, self.user_agent, domain)
 
     def pending_wait(self, url: str) -> float:
         """How long a domain whose head's verdict is pending waits before it is asked again."""

@@ -212,10 +212,10 @@ class RobotsCache:
         return self._memo.evicted + self._latest.evicted
 
     # --- reading --------------------------------------------------------------------------------------------------
-    def lookup(self, url: str) -> Robots | None:
+    def lookup(self, url: str, domain: str | None = None) -> Robots | None:
         """The rules for ``url``'s host; fetched now (blocking) if nobody has them and this cache has a fetcher;
         ``None`` while another process fetches, while the host's robots.txt is unreachable, or (without a
-        fetcher) while nobody has them."""
+        fetcher) while nobody has them. ``domain``: the queue the URL is a task of (a fetch is a hit on it)."""
         state = self.state(url)
         if state != "claimed":
             return state if isinstance(state, Robots) else None
@@ -265,10 +265,11 @@ class RobotsCache:
         body = self.records.cached(domain, host)
         return None if body is None else self._remember(domain, host, body)
 
-    def allowed(self, url: str, user_agent: str) -> bool | None:
+    def allowed(self, url: str, user_agent: str, domain: str | None = None) -> bool | None:
         """Whether robots.txt allows ``url`` for ``user_agent`` (its product token); ``None`` while the rules are
-        being fetched or the host's robots.txt is unreachable: wait :meth:`pending_wait`, do not drop the URL."""
-        robots = self.lookup(url)
+        being fetched or the host's robots.txt is unreachable: wait :meth:`pending_wait`, do not drop the URL.
+        ``domain``: the queue the URL is a task of (see :meth:`lookup`)."""
+        robots = self.lookup(url, domain)
         return None if robots is None else robots.allowed(url, user_agent)
 
     def pending_wait(self, url: str) -> float:

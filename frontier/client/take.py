@@ -74,7 +74,7 @@ class Taker:
                     return TakeResult(Outcome.EMPTY, domain, removed=removed)
                 expected = as_text(head[0])
                 url = Task.decode(expected).url
-                verdict = self.politeness.verdict(url)
+                verdict = self.politeness.verdict(url, domain)
                 if verdict is None:
                     return self.robots_pending(domain, url, removed)
                 if not verdict:
@@ -109,7 +109,7 @@ class Taker:
         expected: list[str] = [""] * limit
         if self.politeness.obeys_robots:
             members = [as_text(raw) for raw in self.redis.zrange(keys.queue(self.job, domain), 0, limit - 1)]
-            expected, disallowed, _ = self._allowed(members)
+            expected, disallowed, _ = self._allowed(domain, members)
             if disallowed and self.redis.zrem(keys.queue(self.job, domain), *disallowed):
                 removed = [Task.decode(member) for member in disallowed]
                 self.tally.incr("robots_disallowed", len(removed))
@@ -130,7 +130,7 @@ class Taker:
         limit = max(1, limit)
         open_domains = [domain for domain in domains if not self.politeness.is_blacklisted(domain)]
         heads = self._heads(open_domains, limit)
-        allowed = {domain: self._allowed(members) for domain, members in heads.items()}
+        allowed = {domain: self._allowed(domain, members) for domain, members in heads.items()}
         removed = self._remove({domain: verdicts[1] for domain, verdicts in allowed.items()})
         calls: list[Call] = []
         owners: list[str] = []
@@ -170,7 +170,7 @@ class Taker:
         return {domain: [as_text(raw) for raw in members]
                 for domain, members in zip(domains, pipe.execute(), strict=True)}
 
-    def _allowed(self, members: list[str]) -> tuple[list[str], list[str], str | None]:
+    def _allowed(self, domain: str, members: list[str]) -> tuple[list[str], list[str], str | None]:
         """The heads a step may take (up to the first whose robots.txt is not known yet), the disallowed ones, and
         the URL of that first unknown head (``None``: every head's verdict is known)."""
         if not self.politeness.obeys_robots:
@@ -179,7 +179,7 @@ class Taker:
         disallowed: list[str] = []
         for member in members:
             url = Task.decode(member).url
-            verdict = self.politeness.verdict(url)
+            verdict = self.politeness.verdict(url, domain)
             if verdict is None:
                 return allowed, disallowed, url
             (allowed if verdict else disallowed).append(member)

@@ -149,7 +149,7 @@ def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker
     zk = clients.zk_client(s)
     rates = SiteConfigWatch(zk, SitePaths(s.zk_root)).start()
     token = product_token(s.robotstxt_user_agent)  # a bad value stops the worker here, with the reason
-    robots = _robots(crawler, s, redis)
+    robots = _robots(crawler, s, redis, clock)
     counters = BufferedStats(Stats(redis, POLITENESS_STATS))  # robots_disallowed and the other outcomes
     politeness = Politeness(rates, robots.cache if robots is not None else None, token, horizon=s.pace_horizon,
                             slack=s.pace_slack, slack_share=s.pace_slack_share, stats=counters)
@@ -163,6 +163,8 @@ def build_worker(crawler: Any, listener: WorkerListener, clock: Clock) -> Worker
                     adaptive=AdaptiveDelay(redis, AdaptiveRule(s.adaptive_target_concurrency, s.adaptive_max_delay)),
                     beats=WorkerRegistry(clients.redis_client(s)))  # heartbeats: a connection of their own
     feed.register()
+    if robots is not None:  # a robots.txt download is a hit: reserved on the feed thread in the pass that claims it
+        robots.reserve_now, robots.horizon = feed.reserve_now, s.pace_horizon
     blocks = BlockListener(clients.redis_client(s), listener.domain_blocked, clock=clock.now,  # its own connection:
                            name=f"blocks-{job}", on_crawl_state=feed.crawl_changed).start()  # it waits on channels
     traveller = starts = None
@@ -193,13 +195,13 @@ def _output_middleware(crawler: Any) -> Any:
     return next((mw for mw in getattr(spidermw, "middlewares", ()) if isinstance(mw, TaskOutputMiddleware)), None)
 
 
-def _robots(crawler: Any, s: Settings, redis: Any) -> RobotsFetcher | None:
+def _robots(crawler: Any, s: Settings, redis: Any, clock: Clock) -> RobotsFetcher | None:
     """The cluster's robots.txt cache, fetched through Scrapy, when robots.txt is obeyed (CRAWLFLEET_ROBOTSTXT_OBEY);
     a claim lasts as long as a fetch may (a download timeout per redirect hop)."""
     if not s.robotstxt_obey:
         return None
     fetch_seconds = (MAX_REDIRECTS + 1) * crawler.settings.getfloat("DOWNLOAD_TIMEOUT") + s.robots_lock_seconds
-    return RobotsFetcher(crawler, redis, ttl=s.robots_ttl, error_ttl=s.robots_error_ttl,
+    return RobotsFetcher(crawler, redis, clock, ttl=s.robots_ttl, error_ttl=s.robots_error_ttl,
                          lock_seconds=s.robots_lock_seconds, outage_limit=s.robots_outage_limit,
                          fetch_seconds=fetch_seconds)
 

@@ -208,6 +208,14 @@ class TaskFeed:
         self._reserve_wanted.put((token, domain, withdrawn, ip))
         self._wake.set()
 
+    def reserve_now(self, domain: str) -> SendSlot:
+        """A hit on ``domain`` reserved at once, on this (the feed's) thread: a robots.txt download claimed in the
+        pass that takes (``spiders.worker.robots``). Its slot may be beyond the horizon (not recorded: ask again)."""
+        got = self.frontier.reserve(domain)
+        now = self.clock.now()
+        self.take.redis_time.observe(got.now, now)
+        return got.send_slot(now, None, self.take.redis_time.offset)
+
     def sample(self, sample: Sample) -> None:
         """A download of an adaptive site ended: its latency or error joins the site's shared delay (batched)."""
         if self.adaptive is not None:

@@ -14,7 +14,14 @@ downloader (``engine.download_async``: downloader middlewares only, so proxies, 
 - **size**: the download stops after 500 KiB (``StopDownload`` from the ``bytes_received`` signal) and what was read
   is used, cut after its last complete line;
 - **the claim** is renewed while the download runs (:meth:`RobotsCache.renew_claims` every third of the claim's TTL,
-  in a thread), so a slow robots.txt is never fetched a second time by another worker.
+  in a thread), so a slow robots.txt is never fetched a second time by another worker;
+- **pacing**: the download is a hit on the site like its pages, in the same windows (those of the queue the URL
+  waits in). Its hit is reserved on the feed thread in the same pass that claims the fetch
+  (:meth:`frontier.client.FrontierClient.reserve`; for a new host that slot is now, its windows being empty) and the
+  download is sent at that slot with ``callLater`` and ``engine.download_async``, past the scheduler, so that it
+  never waits behind the pages parked there. A slot beyond the horizon (a busy site, a block) is asked for again
+  nearer the time; a slot missed (the reactor was busy) is withdrawn and another reserved, as for a page
+  (:mod:`spiders.worker.gate`). The claim is kept meanwhile; the fetch's time limit counts from the send.
 
 Storing (a Redis call) runs in a thread; the feed is then told, and asks the host's domain again at once (its walk
 does not poll a fetch of its own: :data:`frontier.robots_cache.MINE_WAIT`).
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -37,10 +45,14 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
+from frontier.client import SendSlot
 from frontier.robots_cache import Robots, RobotsCache
 from frontier.robots_rules import MAX_BODY, MAX_REDIRECTS, MISSING, OK, UNREACHABLE, cap_body, robots_url, status_kind
 from messaging.clients import RedisClient
 from messaging.reactor import running_reactor
+from messaging.clock import Clock, MonotonicClock
+from messaging.domains import domain_of
+from spiders.worker.gate import LATE, REASK_SECONDS, admission
 
 logger = logging.getLogger(__name__)
 META = "fleet_robots"  # marks the robots.txt downloads (their bytes are counted against the cap)
@@ -50,27 +62,43 @@ BYTES_META = "fleet_robots_bytes"
 class ScrapyRobots(RobotsCache):
     """The shared robots.txt cache, fetched through Scrapy: a miss claims the fetch and asks the reactor for it."""
 
-    def __init__(self, redis: RedisClient, request_fetch: Callable[[str], None], **kwargs: Any) -> None:
+    def __init__(self, redis: RedisClient, request_fetch: Callable[[str, str], None], **kwargs: Any) -> None:
         super().__init__(redis, None, **kwargs)
         self.request_fetch = request_fetch
 
-    def lookup(self, url: str) -> Any:
+    def lookup(self, url: str, domain: str | None = None) -> Any:
         state = self.state(url)
         if state == "claimed":
             self.fetched += 1
-            self.request_fetch(url)
+            self.request_fetch(url, domain or domain_of(url))
             return None
         return state if isinstance(state, Robots) else None
+
+
+@dataclass(frozen=True, eq=False)
+class RobotsHit:
+    """A robots.txt download waiting for its slot: the URL whose host it is for, and the queue it is a hit on."""
+
+    url: str
+    domain: str
 
 
 class RobotsFetcher:
     """The reactor side: downloads claimed robots.txt files and publishes what they say. ``cache_options`` are
     :class:`~frontier.robots_cache.RobotsCache`'s (ttl, lock_seconds, …)."""
 
-    def __init__(self, crawler: Any, redis: RedisClient, **cache_options: Any) -> None:
+    def __init__(self, crawler: Any, redis: RedisClient, clock: Clock | None = None, **cache_options: Any) -> None:
         self.crawler = crawler
         self.cache = ScrapyRobots(redis, self._fetch_from_thread, **cache_options)
+        self.clock = clock if clock is not None else MonotonicClock()  # the worker's: its send slots are on it
         self.on_stored: Callable[[str], None] = lambda url: None
+        # The worker's pacing (build_worker wires them): a slot reserved at once on the feed thread (None: not now),
+        # a reservation asked of the feed, answered through reserved(); and the blocks the scheduler knows.
+        self.reserve_now: Callable[[str], SendSlot | None] = lambda domain: None
+        self.ask_slot: Callable[[RobotsHit, str, str], None] | None = None
+        self.blocked_until: Callable[[str], float] = lambda domain: 0.0
+        self.horizon = 1.0  # CRAWLFLEET_PACE_HORIZON: a slot beyond it was not recorded
+        self.call_later: Callable[..., Any] | None = None  # the reactor's callLater (tests: a task.Clock's)
         self._renewal: task.LoopingCall | None = None
 
     def start(self, on_stored: Callable[[str], None]) -> None:
@@ -85,12 +113,60 @@ class RobotsFetcher:
         if self._renewal is not None and self._renewal.running:
             self._renewal.stop()
 
-    def _fetch_from_thread(self, url: str) -> None:
-        """The cache claimed the fetch on the feed thread: download it on the reactor."""
-        running_reactor().callFromThread(self.fetch, url)
+    def _fetch_from_thread(self, url: str, domain: str) -> None:
+        """The cache claimed the fetch on the feed thread: its hit is reserved here, in the same pass (one call), and
+        the reactor sends it at that slot."""
+        try:
+            slot = self.reserve_now(domain)
+        except Exception:  # Redis away: the reactor asks the feed, whose loop retries until it answers
+            logger.warning("could not reserve the robots.txt hit of %s now; asking again", url, exc_info=True)
+            slot = None
+        running_reactor().callFromThread(self._slotted, RobotsHit(url, domain), slot)
+
+    def reserved(self, hit: RobotsHit, slot: SendSlot) -> None:
+        """The feed's answer to a reservation this fetcher asked for (on the reactor)."""
+        self._slotted(hit, slot)
+
+    def _slotted(self, hit: RobotsHit, slot: SendSlot | None) -> None:
+        """On the reactor: send at the slot, or ask again for one (none yet, or one beyond the horizon)."""
+        now = self.clock.now()
+        if slot is None or not slot.hit:
+            later = 0.0 if slot is None else max(0.0, min(slot.send_at - self.horizon - now, REASK_SECONDS))
+            self._call_later(later, self._ask, hit, "")
+            return
+        self._call_later(max(0.0, slot.send_at - now), self._at_slot, hit, slot)
+
+    def _ask(self, hit: RobotsHit, withdrawn: str) -> None:
+        if hit.url not in self.cache.claims:  # given up meanwhile: whoever claims it next fetches it
+            return
+        if self.ask_slot is None:  # not wired to a feed (tools, tests): unpaced
+            self.fetch(hit.url)
+            return
+        self.ask_slot(hit, hit.domain, withdrawn)
+
+    def _at_slot(self, hit: RobotsHit, slot: SendSlot) -> None:
+        if hit.url not in self.cache.claims:
+            return
+        now = self.clock.now()
+        blocked_until = self.blocked_until(hit.domain)
+        if blocked_until > now:  # the site said 429/503 meanwhile: its slot is withdrawn, another one after the block
+            self._call_later(blocked_until - now, self._ask, hit, slot.hit)
+            return
+        if admission(slot, now) == LATE:
+            self.crawler.stats.inc_value("fleet/pace/late")
+            self._ask(hit, slot.hit)
+            return
+        self.crawler.stats.inc_value("fleet/robots/paced")
+        self.cache.claims.add(hit.url)  # the fetch's time limit counts from now: waiting for the slot is not fetching
+        self.fetch(hit.url)
+
+    def _call_later(self, seconds: float, call: Callable[..., Any], *args: Any) -> None:
+        if self.call_later is None:
+            self.call_later = running_reactor().callLater
+        self.call_later(seconds, call, *args)
 
     def fetch(self, url: str) -> None:
-        """Download the robots.txt of ``url``'s host (on the reactor); the claim is this process's."""
+        """Download the robots.txt of ``url``'s host now (on the reactor); the claim is this process's."""
         # No handle_httpstatus_*: downloads skip the spider middlewares anyway, and RedirectMiddleware would not
         # follow a status listed there.
         request = Request(robots_url(url), priority=1000, dont_filter=True, headers={"Accept-Encoding": "identity"},

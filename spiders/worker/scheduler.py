@@ -65,6 +65,7 @@ from spiders.worker.crawls import CrawlInfo
 from spiders.worker.gate import SendGate
 from spiders.worker.own import Traveller
 from spiders.worker.start import StartOnce
+from spiders.worker.robots import RobotsHit
 from spiders.worker.take import Leased
 from spiders.worker.tracker import TaskTracker
 
@@ -148,6 +149,10 @@ class FleetScheduler:
         self.worker = worker
         self.gate = SendGate(worker.feed, self.clock, self.crawler.stats, worker.settings.pace_horizon,
                              self._downloader_room, self._nudge_in)
+        if worker.robots is not None:  # its downloads are paced hits too: slots from the feed, blocks from the gate
+            gate = self.gate
+            worker.robots.ask_slot = lambda hit, domain, withdrawn: worker.feed.reserve(hit, domain, withdrawn)
+            worker.robots.blocked_until = lambda domain: gate.blocked.get(domain, 0.0)
         worker.start(self.crawler)
         if worker.traveller is not None:
             self._watch = task.LoopingCall(self._watch_crawl, worker.traveller.crawl.crawlid)
@@ -317,7 +322,10 @@ class FleetScheduler:
 
     # --- on the reactor -------------------------------------------------------------------------------------------
     def _reserved(self, token: Any, slot: SendSlot) -> None:
-        if self.gate is not None:
+        if isinstance(token, RobotsHit):
+            if self.worker is not None and self.worker.robots is not None:
+                self.worker.robots.reserved(token, slot)
+        elif self.gate is not None:
             self.gate.reserved(token, slot)
 
     def _hold_back(self, crawlids: set[str]) -> None:
