@@ -20,8 +20,9 @@ its shared adaptive delay apart (``frontier.adaptive``).
 worker's prefetch buffer, and tasks leased one by one could leave together after a stall of the downloader: the
 site saw more hits in a window than the cluster had counted. Now the step hands out, with the lease, the slot at
 which the hit was recorded (``Lease.not_before``), and the worker's scheduler hands the request to the downloader
-no earlier than the slot and no later than half of ``Lease.slack`` after it, the other half being the request's way
-to the site (the slack: a fifth of the spacing, at least CRAWLFLEET_PACE_SLACK and at least
+no earlier than the slot and no later than ``Lease.slack`` after it less the request's way to the site (0.1 s, at
+most half the slack: ``spiders.worker.gate.admission``; the slack: a fifth of the spacing, at least
+CRAWLFLEET_PACE_SLACK and at least
 CRAWLFLEET_PACE_SLACK_SHARE of the site's window: a busy worker's leases wait a tenth of a second or more for the
 downloader, and a slack shorter than that wait would make most of them miss their slot and reserve again). The slot
 is put on the worker's clock with the offset of the fastest recent replies (``messaging.clock.RedisTimeMap``), not

@@ -292,9 +292,9 @@ define("CRAWLFLEET_PACE_HORIZON", 1.0,
        "shorter makes a lowered rate apply sooner.", group="politeness", parse=float)
 define("CRAWLFLEET_PACE_SLACK", 0.1,
        "Least time (seconds) a request may take from its reserved slot to the site (a fifth of the site's spacing "
-       "when that is more): the worker hands it to the downloader within the first half, the rest is its way out "
-       "(a loaded host's process may wait tens of milliseconds for the CPU), and one that would be handed out "
-       "later takes a new slot. Windows are checked this much wider, so the site never sees more than its rate in "
+       "when that is more): the worker hands it to the downloader within the slack less its way out (0.1 s, at "
+       "most half the slack: a loaded host's process may wait tens of milliseconds for the CPU), and one that would "
+       "be handed out later takes a new slot. Windows are checked this much wider, so the site never sees more than its rate in "
        "any window.", group="politeness", parse=float)
 define("CRAWLFLEET_PACE_SLACK_SHARE", 0.01,
        "Least slack as a share of the site's window (0.01: 0.6 s for a 60-s window), when that is more than "

@@ -146,11 +146,13 @@ def test_a_late_request_withdraws_its_hit_and_waits_for_a_new_slot(scheduler: Fl
     assert request is not None and request.url.endswith("/late")
 
 
-def test_a_request_is_handed_out_within_the_first_half_of_its_slack() -> None:
+def test_a_request_is_handed_out_within_its_slack_less_its_way_to_the_site() -> None:
     """The windows count a hit as reaching the site within its slot's slack; the scheduler hands a request out only
-    within the first half of it, the other half is its way to the site (issue 37, item 7)."""
-    slot = SendSlot(DOMAIN, T0, 0.2, "hit")
-    assert [admission(slot, T0 + dt) for dt in (-0.01, 0.0, 0.1, 0.11)] == [EARLY, ON_TIME, ON_TIME, LATE]
+    while its way out (0.1 s, at most half the slack) still fits in it (issue 37, item 7)."""
+    slot = SendSlot(DOMAIN, T0, 0.1, "hit")
+    assert [admission(slot, T0 + dt) for dt in (-0.01, 0.0, 0.05, 0.051)] == [EARLY, ON_TIME, ON_TIME, LATE]
+    wide = SendSlot(DOMAIN, T0, 0.6, "hit")  # a 60-s window's slack: all but 0.1 s of it to be handed out
+    assert [admission(wide, T0 + dt) for dt in (0.5, 0.501)] == [ON_TIME, LATE]
 
 
 def test_a_follow_up_reserves_a_hit_of_its_own(scheduler: FleetScheduler) -> None:
