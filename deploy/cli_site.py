@@ -73,16 +73,21 @@ def _render_site(result: dict[str, Any]) -> None:
 @click.option("--adaptive/--no-adaptive", default=None,
               help="Let the site's response times and errors slow its spacing down (cluster-wide AutoThrottle).")
 @click.option("--remove", is_flag=True, help="Remove the site's own rate (the default applies again).")
+@click.option("--host", "exact_host", is_flag=True,
+              help="Configure this host name alone (crawls partitioned by host), not its registered domain.")
 @_user_option
 @_timeout_option
 @_json_option
 def site_rate(domain: str, hits: int | None, window: float | None, burst: int | None, adaptive: bool | None,
-              remove: bool, userid: str, timeout: float | None, as_json: bool) -> None:
+              remove: bool, exact_host: bool, userid: str, timeout: float | None, as_json: bool) -> None:
     """Allow HITS requests per window on DOMAIN, cluster-wide, spaced window/HITS apart (or --remove the site's own
-    rate)."""
+    rate). A host is reduced to its registered domain, whose rate applies to all its hosts, unless --host: the
+    host's own rate, which a crawl partitioned by host applies to it instead of its domain's."""
     if remove == (hits is not None):
         raise click.UsageError("give either HITS or --remove")
     request: dict[str, Any] = {"action": "rate-remove" if remove else "rate", "userid": userid, "domain": domain}
+    if exact_host:
+        request["host"] = True
     if not remove:
         request["rate"] = hits
         for name, value in (("window", window), ("burst", burst), ("adaptive", adaptive)):
@@ -94,12 +99,18 @@ def site_rate(domain: str, hits: int | None, window: float | None, burst: int | 
 @site.command("blacklist")
 @click.argument("domain")
 @click.option("--remove", is_flag=True, help="Take the site off the blacklist.")
+@click.option("--host", "exact_host", is_flag=True, help="This host name alone, not its registered domain.")
 @_user_option
 @_timeout_option
 @_json_option
-def site_blacklist(domain: str, remove: bool, userid: str, timeout: float | None, as_json: bool) -> None:
-    """Stop crawling DOMAIN (or --remove it from the blacklist)."""
-    request = {"action": "blacklist-remove" if remove else "blacklist", "userid": userid, "domain": domain}
+def site_blacklist(domain: str, remove: bool, exact_host: bool, userid: str, timeout: float | None,
+                   as_json: bool) -> None:
+    """Stop crawling DOMAIN (or --remove it from the blacklist); a host is reduced to its registered domain unless
+    --host."""
+    request: dict[str, Any] = {"action": "blacklist-remove" if remove else "blacklist", "userid": userid,
+                               "domain": domain}
+    if exact_host:
+        request["host"] = True
     _finish(ask(request, timeout), as_json, _render_site)
 
 

@@ -31,7 +31,7 @@ from kazoo.client import KazooState
 from kazoo.protocol.states import KeeperState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from messaging.siteconfig import DEFAULT_RATE, DEFAULT_WINDOW, Rate, SiteConfig, SitePaths
+from messaging.siteconfig import DEFAULT_RATE, DEFAULT_WINDOW, Rate, SiteConfig, SitePaths, for_key, site_names
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,13 @@ class StaticSiteConfig:
         self.sites = dict(sites or {})
 
     def site(self, domain: str) -> SiteConfig:
-        return self.sites.get(domain) or SiteConfig()
+        """The config that applies to a queue key: its own, else (a host) its registered domain's
+        (:func:`messaging.siteconfig.site_names`)."""
+        sites = self.sites
+        names = site_names(domain)
+        if len(names) == 1:
+            return sites.get(domain) or SiteConfig()
+        return for_key([sites[name] for name in names if name in sites])
 
     def rate_for(self, domain: str) -> Rate:
         return self.site(domain).effective_rate(self.defaults)

@@ -24,8 +24,9 @@ fetch loop does not re-read Redis for every URL. Fetching is injected: ``fetch(r
 :meth:`RobotsCache.claim` / :meth:`store` / :meth:`store_failure` (``spiders.worker.robots``); :func:`fetch_http` is
 a plain blocking fetch for tools, tests and benchmarks.
 
-robots.txt is per host (and port), and so is the cache, with the domain as the hash tag like every domain key.
-Throttles are per domain, so a Crawl-delay applies to the domain from the rules of its host that were read last.
+robots.txt is per host (and port), and so is the cache, with the registered domain as the hash tag. Throttles are
+per queue (a registered domain, a host or an address: the crawl's partition), so a Crawl-delay applies to a queue
+from the rules of its host that were read last.
 """
 
 from __future__ import annotations
@@ -270,7 +271,11 @@ class RobotsCache:
         being fetched or the host's robots.txt is unreachable: wait :meth:`pending_wait`, do not drop the URL.
         ``domain``: the queue the URL is a task of (see :meth:`lookup`)."""
         robots = self.lookup(url, domain)
-        return None if robots is None else robots.allowed(url, user_agent)
+        if robots is None:
+            return None
+        if domain is not None:
+            self._latest[domain] = robots  # the queue's Crawl-delay: its host's read last (crawl_delay)
+        return robots.allowed(url, user_agent)
 
     def pending_wait(self, url: str) -> float:
         """How long a URL whose verdict was ``None`` should wait: until the next attempt of an outage, else a
@@ -283,7 +288,8 @@ class RobotsCache:
         return MINE_WAIT if self.claims.holds_host(host) else PENDING_WAIT
 
     def crawl_delay(self, domain: str, user_agent: str) -> float | None:
-        """The Crawl-delay of the domain's host whose rules were read last (throttles are per domain)."""
+        """The Crawl-delay of the queue's (``domain``: a registered domain, a host or an address) host whose rules
+        were read last (throttles are per queue)."""
         robots = self._latest.get(domain)
         return None if robots is None else robots.crawl_delay(user_agent)
 

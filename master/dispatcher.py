@@ -48,7 +48,7 @@ from frontier.client.ready import waiting_for_pace
 from frontier.config_watch import SiteRates
 from frontier.registry import WorkerInfo, WorkerRegistry
 from frontier.weights import fill_missing, measure, minute_of
-from master.placement import Entry, Unplaceable, parse_task, placement
+from master.placement import Entry, Partitioner, Unplaceable, parse_task, placement
 from master.shares import REFRESH_SECONDS, SiteShares
 from master.staging import DeadLetter, Pick, Staging
 from master.waits import (
@@ -66,6 +66,7 @@ from messaging import keys
 from messaging.answers import dead_letter_record
 from messaging.clients import as_text
 from messaging.domains import host_problem
+from messaging.hostmap import AddressCache
 from messaging.pause import park_in_seeds, paused_crawls
 from messaging.settings import SETTINGS, Settings
 
@@ -87,13 +88,14 @@ class DispatchConfig:
     batch: int = SETTINGS["CRAWLFLEET_DISPATCH_BATCH"].default
     scan: int = SETTINGS["CRAWLFLEET_DISPATCH_SCAN"].default
     site_minutes: float = SETTINGS["CRAWLFLEET_DISPATCH_SITE_MINUTES"].default
+    partition: str = SETTINGS["CRAWLFLEET_PARTITION"].default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchConfig:
         return cls(window_minutes=settings.weight_window_minutes, headroom=settings.dispatch_headroom,
                    backlog_minutes=settings.dispatch_backlog_minutes, initial_rate=settings.dispatch_initial_rate,
                    batch=settings.dispatch_batch, scan=settings.dispatch_scan,
-                   site_minutes=settings.dispatch_site_minutes)
+                   site_minutes=settings.dispatch_site_minutes, partition=settings.partition)
 
 
 @dataclass
@@ -127,11 +129,14 @@ class Dispatcher:
     """The dispatch rounds of the leader of ``epoch`` (see the module docstring)."""
 
     def __init__(self, redis: Any, epoch: int, config: DispatchConfig | None = None,
-                 registry: WorkerRegistry | None = None, stats: Any = None, sites: SiteRates | None = None) -> None:
+                 registry: WorkerRegistry | None = None, stats: Any = None, sites: SiteRates | None = None,
+                 addresses: AddressCache | None = None) -> None:
         """``sites``: the site rates the workers apply (``frontier.config_watch``); with them every domain gets at
-        most its quota of the workers' queues (``master.shares``), without them (simulations, tests) no quota."""
+        most its quota of the workers' queues (``master.shares``), without them (simulations, tests) no quota.
+        ``addresses``: the hosts' addresses, for crawls partitioned by IP (default: the system resolver)."""
         self.redis = redis
         self.config = config or DispatchConfig()
+        self.partitioner = Partitioner(redis, self.config.partition, addresses)  # each task's queue key
         self.registry = registry or WorkerRegistry(redis)
         self.reader = FrontierReader(redis)  # what the jobs hold (the frontier's queues and leases)
         self.staging = Staging(redis, epoch)
@@ -287,6 +292,9 @@ class Dispatcher:
                 if entry.letter is not None:
                     letters.append(entry.letter)
                     continue
+                if entry.resolving:  # its host's address is on its way: read again by the next round
+                    run.ended()
+                    continue
                 task, spider_type, domain = entry.task, entry.task["spider_type"], entry.domain
                 if task["crawlid"] in paused:
                     to_park.append((task["crawlid"], entry.member))
@@ -336,9 +344,11 @@ class Dispatcher:
                 pool = task["spider_type"]  # a rule type's workers serve every crawl of the type
             if pool not in live_types:
                 return Entry(member, score, task, pool=pool)
-            domain, queue_score = placement(task)
+            domain, queue_score = placement(task, self.partitioner)
         except Unplaceable as exc:
             return Entry(member, score, task, letter=self._letter(member, task, exc, now))
+        if domain is None:
+            return Entry(member, score, task, resolving=True, pool=pool)
         return Entry(member, score, task, domain, queue_score, pool=pool)
 
     def _mark(self, live_types: frozenset[str], now: float) -> SkipMark | None:

@@ -50,6 +50,7 @@ from messaging import clients, modules
 from messaging.clock import RedisClock
 from messaging.delivery import Delivery, Record
 from messaging.health import Beat, Health
+from messaging.hostmap import AddressCache, load_hostmap
 from messaging.identity import node_name
 from messaging.outage import OutageLog
 from messaging.settings import Settings
@@ -85,6 +86,7 @@ class MasterService:
         self.notifier = Notifier(self.redis, settings, self.clock)
         self.dispatch_beat = Beat()  # the leader's loop turns; rests while this master stands by
         self.sites: SiteConfigWatch | None = None
+        self.addresses = AddressCache(load_hostmap(settings))  # crawls partitioned by IP (master.placement)
 
     def health_checks(self, health: Health) -> None:
         health.beat("dispatch", self.dispatch_beat)
@@ -110,7 +112,7 @@ class MasterService:
         if self.sites is None:  # the rates the workers apply: each site's share of their queues follows them
             self.sites = SiteConfigWatch(self.zk, SitePaths(settings.zk_root)).start()
         dispatcher = Dispatcher(self.redis, epoch, DispatchConfig.from_settings(settings), self.registry,
-                                self.stats, sites=self.sites)
+                                self.stats, sites=self.sites, addresses=self.addresses)
         requeuer = Requeuer(self.redis, epoch)
         revisits = RevisitMover(self.redis, epoch, settings.revisit_batch)
         schedules = ScheduleFirer(self.redis, epoch, settings)

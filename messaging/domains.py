@@ -86,6 +86,15 @@ def authority(url: str) -> str:
     return f"{host}:{parts.port}" if parts.port else host
 
 
+def robots_tag(host: str) -> str:
+    """The domain under which a host's (``name`` or ``name:port``, as :func:`authority` gives it) robots.txt records
+    are kept — their hash tag, whatever the partition of the queue its URLs wait in; "" for a host that has none."""
+    try:
+        return domain_of(f"http://{host}/")
+    except ValueError:
+        return ""
+
+
 def host_of(url: str) -> str:
     """The lower-case host of an absolute URL (no port, no trailing dot, no IPv6 brackets)."""
     try:
@@ -117,3 +126,40 @@ def domain_of_host(host: str) -> str:
 def domain_of(url: str) -> str:
     """The domain of an absolute URL."""
     return domain_of_host(host_of(url))
+
+
+# --- the queue partition (issue 37, item 2; StormCrawler's ``partition.url.mode``) --------------------------------
+HOST, DOMAIN, IP = "host", "domain", "ip"
+PARTITIONS = (HOST, DOMAIN, IP)
+"""How a crawl's URLs are grouped into queues, and so paced: by host name, by registered domain (the default, what
+:func:`domain_of` gives) or by the IP address the host resolves to. The group's name — its *key* — is what every
+domain-scoped Redis key is formed from (``messaging.keys``: ``<job>:{<key>}:queue``, the throttle windows, the pace
+buckets, the blocks), so the throttles follow the partition."""
+
+
+def partition_key(url: str, mode: str, address: str | None = None) -> str:
+    """The queue key of an absolute URL under a partition ``mode`` (:data:`PARTITIONS`): its host, its domain, or
+    ``address`` (the host's IP address, resolved by the caller: ``messaging.hostmap.AddressCache``; a host that does
+    not resolve keeps its name). A URL whose host is an IP address has that address as key in every mode."""
+    if mode not in PARTITIONS:
+        raise ValueError(f"unknown partition {mode!r} (one of {', '.join(PARTITIONS)})")
+    if mode == DOMAIN:
+        return domain_of(url)
+    host = host_of(url)
+    if _is_ip(host):
+        return domain_of_host(host)  # the address itself, without IPv6 brackets
+    check_host(host)
+    return address if mode == IP and address else host
+
+
+def is_ip(name: str) -> bool:
+    """Whether a key or host name is an IP address (a key of the partition by IP, or an IP host)."""
+    return _is_ip(name)
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True

@@ -19,11 +19,13 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from messaging.settings import Settings, load
 
-__all__ = ["HostMap", "load_hostmap", "parse_hosts", "resolve_host"]
+__all__ = ["AddressCache", "HostMap", "load_hostmap", "parse_hosts", "resolve_host"]
 
 logger = logging.getLogger(__name__)
 
@@ -149,3 +151,59 @@ def resolve_host(name: str, hostmap: HostMap) -> str:
     if address is not None:
         return address
     return socket.gethostbyname(name)
+
+
+class AddressCache:
+    """Host name -> IP address for the partition by IP (``messaging.domains.partition_key``), resolved on threads of
+    its own and remembered, so that the caller (the dispatcher's loop) never waits for a resolver.
+
+    :meth:`address` answers at once: the address when it is known (a stale one while it is resolved again), the
+    host name itself for a host that does not resolve (its tasks go on and fail at the fetch with the resolver's
+    error, as they would in any partition), or ``None`` the first time a host is asked — its resolution starts, and
+    the caller asks again later (the dispatcher passes the task by for this round). Lookups go through the host map
+    (CRAWLFLEET_HOSTS_FILE) first, as the workers' resolver does (``spiders.resolver``)."""
+
+    def __init__(self, hostmap: HostMap | None = None, *, ttl: float = 300.0, failed_ttl: float = 30.0,
+                 threads: int = 4, limit: int = 100_000, resolve: Any = None, clock: Any = time.monotonic) -> None:
+        self.hostmap = hostmap if hostmap is not None else HostMap()
+        self.ttl = ttl  # a resolved address is used this long before it is asked again (in the background)
+        self.failed_ttl = failed_ttl  # a name that did not resolve is asked again after this
+        self.limit = limit  # names remembered; past it the cache starts again
+        self.clock = clock
+        self._resolve = resolve if resolve is not None else (lambda name: resolve_host(name, self.hostmap))
+        self._known: dict[str, tuple[str, float]] = {}  # host -> (address or the host itself, good until)
+        self._asked: set[str] = set()  # resolutions under way
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="resolve")
+
+    def address(self, host: str) -> str | None:
+        """The address of ``host`` (see the class docstring); ``None`` while its first resolution runs."""
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            pass
+        else:
+            return host.strip("[]")
+        known = self._known.get(host)
+        if known is not None and known[1] > self.clock():
+            return known[0]
+        with self._lock:
+            if host not in self._asked:
+                self._asked.add(host)
+                self._pool.submit(self._lookup, host)
+        return known[0] if known is not None else None
+
+    def _lookup(self, host: str) -> None:
+        try:
+            address, ttl = self._resolve(host), self.ttl
+        except (OSError, UnicodeError) as exc:
+            logger.info("%s does not resolve (%s): its tasks are keyed by its name", host, exc)
+            address, ttl = host, self.failed_ttl
+        with self._lock:
+            if len(self._known) >= self.limit:
+                self._known = {}
+            self._known[host] = (address, self.clock() + ttl)
+            self._asked.discard(host)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -84,6 +84,17 @@ SETTINGS: dict[str, Setting] = {}
 _PARSED_TYPES: dict[Callable[[str], Any], type] = {int: int, float: float, parse_bool: bool}
 
 
+PARTITION_MODES = ("host", "domain", "ip")  # messaging.domains.PARTITIONS (settings import nothing of it)
+
+
+def parse_partition(value: str) -> str:
+    """A queue partition (CRAWLFLEET_PARTITION): ``host``, ``domain`` or ``ip``, any case."""
+    mode = value.strip().lower()
+    if mode not in PARTITION_MODES:
+        raise ValueError(f"{value!r} is not one of {', '.join(PARTITION_MODES)}")
+    return mode
+
+
 def define(
     name: str,
     default: Any,
@@ -266,6 +277,12 @@ define("CRAWLFLEET_ROBOTSTXT_USER_AGENT", "crawlfleet",
        "The crawler's product token (RFC 9309 2.2.1: letters, '_' and '-', optionally /version) that robots.txt "
        "groups, X-Robots-Tag prefixes and <meta name=...> robots tags are matched for, case-insensitively; never "
        "the rotating User-Agent header. A worker refuses to start with anything else.", group="politeness")
+define("CRAWLFLEET_PARTITION", "domain",
+       "How the fleet groups a crawl's URLs into queues, and so paces them, unless the crawl's rule says "
+       "(\"partition\"): domain (one queue and one pace per registered domain: a.blogspot.com and b.blogspot.com "
+       "share them), host (per host name), or ip (per address the host resolves to, resolved by the master at "
+       "dispatch). Like StormCrawler's partition.url.mode: byDomain, byHost, byIP.", group="politeness",
+       parse=parse_partition)
 define("CRAWLFLEET_ROBOTS_TTL", 86400.0,
        "Seconds a fetched robots.txt stays in the cluster-wide cache (robots:{<domain>}).", group="politeness",
        parse=float)
@@ -294,8 +311,8 @@ define("CRAWLFLEET_PACE_SLACK", 0.1,
        "Least time (seconds) a request may take from its reserved slot to the site (a fifth of the site's spacing "
        "when that is more): the worker hands it to the downloader within the slack less its way out (0.1 s, at "
        "most half the slack: a loaded host's process may wait tens of milliseconds for the CPU), and one that would "
-       "be handed out later takes a new slot. Windows are checked this much wider, so the site never sees more than its rate in "
-       "any window.", group="politeness", parse=float)
+       "be handed out later takes a new slot. Windows are checked this much wider, so the site never sees more "
+       "than its rate in any window.", group="politeness", parse=float)
 define("CRAWLFLEET_PACE_SLACK_SHARE", 0.01,
        "Least slack as a share of the site's window (0.01: 0.6 s for a 60-s window), when that is more than "
        "CRAWLFLEET_PACE_SLACK and a fifth of the spacing: a busy worker's leases wait 0.1-0.3 s for the downloader, "

@@ -62,6 +62,7 @@ class SettingsFields:
     lease_seconds: float
     robotstxt_obey: bool
     robotstxt_user_agent: str
+    partition: str
     robots_ttl: float
     robots_error_ttl: float
     robots_lock_seconds: float

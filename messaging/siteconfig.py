@@ -13,11 +13,14 @@ seconds holds more than ``rate`` hits. ``adaptive`` lets the site's response tim
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from messaging.domains import InvalidDomain, domain_of_host, is_ip
 
 DEFAULT_RATE = 10
 DEFAULT_WINDOW = 60.0
@@ -84,6 +87,32 @@ class SiteConfig:
                     self.window if self.window is not None else default.window,
                     max(1, self.burst) if self.burst is not None else default.burst,
                     self.adaptive if self.adaptive is not None else default.adaptive)
+
+
+@lru_cache(maxsize=65536)
+def site_names(key: str) -> tuple[str, ...]:
+    """The site configs that apply to a queue key, most specific first (issue 37, item 2). A key is a registered
+    domain, a host name or an IP address (``messaging.domains.partition_key``): a host below its registered domain
+    has its own config if one was written for it (``"host": true`` in the site request), else its domain's; a
+    domain and an address have their own only."""
+    if is_ip(key):
+        return (key,)
+    try:
+        domain = domain_of_host(key)
+    except InvalidDomain:
+        return (key,)
+    return (key,) if domain == key else (key, domain)
+
+
+def for_key(configs: Sequence[SiteConfig]) -> SiteConfig:
+    """The config a key applies, from the configs of its :func:`site_names` that exist (most specific first): the
+    rate, window, burst and adaptive flag of the first that sets a rate or a window; blacklisted when any is."""
+    paced = next((config for config in configs if config.rate is not None or config.window is not None), None)
+    blacklisted = any(config.blacklisted for config in configs)
+    if paced is None:
+        adaptive = next((config.adaptive for config in configs if config.adaptive is not None), None)
+        return SiteConfig(blacklisted=blacklisted, adaptive=adaptive)
+    return replace(paced, blacklisted=blacklisted)
 
 
 class SitePaths:

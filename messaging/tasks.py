@@ -135,6 +135,7 @@ class CrawlFields:
     VERSION = "version"  # a deployed project's version and its egg's SHA-256, pinned for every worker
     SHA256 = "sha256"
     PRIORITY = "priority"  # the crawl's priority (0..255): its tasks' seeds order
+    PARTITION = "partition"  # the rule's queue partition (host, domain, ip); absent: CRAWLFLEET_PARTITION
 
 
 class CrawlState:

@@ -29,8 +29,8 @@ from typing import Any
 
 from messaging import keys, storage
 from messaging.clients import RedisClient, as_text
-from messaging.domains import authority
-from messaging.siteconfig import Rate, SitePaths, read_defaults, read_site
+from messaging.domains import authority, robots_tag
+from messaging.siteconfig import Rate, SitePaths, for_key, read_defaults, read_site, site_names
 from messaging.tasks import CrawlFields, CrawlState, Task
 
 PACED, ROBOTS, BLOCKED, BACKLOG_FULL, NO_WORKER = "paced", "robots", "blocked", "backlog_full", "no_worker"
@@ -55,7 +55,8 @@ def zk_rates(zk: Any, paths: SitePaths) -> RateFor:
             try:
                 if not defaults:
                     defaults.append(read_defaults(zk, paths))
-                seen[domain] = read_site(zk, paths, domain).effective_rate(defaults[0])
+                config = for_key([read_site(zk, paths, name) for name in site_names(domain)])  # a host: its own
+                seen[domain] = config.effective_rate(defaults[0])  # config, else its registered domain's
             except Exception:  # ZooKeeper away: a reason without its figure beats no answer
                 seen[domain] = None
         return seen[domain]
@@ -187,10 +188,11 @@ def _in_queues(redis: RedisClient, crawlid: str, spider_type: str, jobs: list[st
     blocks = dict(zip(busy, pipe.execute(), strict=True))
     pipe = redis.pipeline(transaction=False)
     pairs = [(domain, host) for domain in busy for host in hosts.get(domain, [])]
-    for domain, host in pairs:
-        pipe.exists(keys.robots(domain, host))
-        pipe.hgetall(keys.robots_down(domain, host))
-        pipe.exists(keys.robots_lock(domain, host))
+    for _, host in pairs:  # robots.txt is kept per host under its registered domain, whatever the queue's key
+        registered = robots_tag(host)
+        pipe.exists(keys.robots(registered, host))
+        pipe.hgetall(keys.robots_down(registered, host))
+        pipe.exists(keys.robots_lock(registered, host))
     replies = pipe.execute() if pairs else []
     robots: dict[str, dict[str, Any]] = {}
     for index, (domain, host) in enumerate(pairs):
@@ -232,7 +234,7 @@ def _hosts(redis: RedisClient, crawlid: str, jobs: list[str], domains: list[str]
             except (ValueError, TypeError):
                 continue
             host = authority(task.url)
-            if task.crawlid == crawlid and host not in found.setdefault(domain, []):
+            if task.crawlid == crawlid and robots_tag(host) and host not in found.setdefault(domain, []):
                 found[domain].append(host)
     return found
 

@@ -40,6 +40,7 @@ from messaging.domains import domain_of
 from messaging.metrics import MetricsEndpoint, serve_metrics
 from spiders.fleet_settings import crawlfleet_settings
 from spiders.worker.output import meta_of
+from spiders.worker.gate import site_of
 
 logger = logging.getLogger(__name__)
 MODULE = modules.CRAWLER
@@ -231,8 +232,8 @@ class WorkerMetrics:
         RESPONSES.labels(spider_type, str(response.status)).inc()
         self.pages += 1
         SITE_HITS.labels(self._site(response.url)).inc()
-        try:
-            self.site_statuses[(domain_of(response.url), str(response.status))] += 1
+        try:  # per queue key (the Sites page's rows: a domain, a host or an address, as the crawl is partitioned)
+            self.site_statuses[(site_of(request), str(response.status))] += 1
         except ValueError:
             pass
         if response.status >= 400:

@@ -12,12 +12,13 @@ from urllib.parse import urlsplit
 from frontier.client.types import US
 from messaging import keys
 from messaging.clients import RedisClient, as_text
+from messaging.domains import robots_tag
 from messaging.tasks import Task
 
 
 @dataclass
 class SiteState:
-    """One domain as the frontier holds it now."""
+    """One queue key (a registered domain, a host or an address: the crawls' partition) as the frontier holds it now."""
 
     domain: str
     queued: int = 0  # tasks in every job's queue of the domain
@@ -111,10 +112,10 @@ class FrontierReader:
 
     def _robots(self, states: list[SiteState]) -> None:
         """Which hosts of each domain have robots.txt in the shared cache (one round trip)."""
-        asked = [(state, host) for state in states for host in sorted(state.hosts)]
+        asked = [(state, host) for state in states for host in sorted(state.hosts) if robots_tag(host)]
         pipe = self.redis.pipeline(transaction=False)
-        for state, host in asked:
-            pipe.exists(keys.robots(state.domain, host))
+        for _, host in asked:
+            pipe.exists(keys.robots(robots_tag(host), host))  # robots.txt is kept under the host's domain
         for (state, host), present in zip(asked, pipe.execute() if asked else [], strict=True):
             if present:
                 state.robots.append(host)

@@ -6,9 +6,12 @@ Retry-After) lasts; find the earliest *slot* at which a hit is allowed by both t
 the highest-priority task of ``<job>:{d}:queue``, record the hit at its slot and lease the task in
 ``<job>:{d}:inflight`` until a deadline. Every key of the call has the domain as hash tag.
 
-robots.txt is asked about the queue's head *before* the step (:meth:`frontier.politeness.Politeness.verdict`), and
-the step pops only if the head is still that task (``changed`` otherwise), so a disallowed URL never spends a hit or
-a lease; disallowed heads leave the queue and are handed back (``TakeResult.removed``) for the crawl's counts.
+robots.txt is asked about the queue's first tasks *before* the step (:meth:`frontier.politeness.Politeness.verdict`),
+and the step pops exactly the task that was checked (``changed`` if it left meanwhile), so a disallowed URL never
+spends a hit or a lease; disallowed tasks leave the queue and are handed back (``TakeResult.removed``) for the
+crawl's counts. A host whose robots.txt is being fetched or is unreachable holds back only its own URLs: the read
+passes them by and the step takes the next host's (a queue partitioned by domain or address holds several hosts;
+:meth:`Taker._scan`, issue 37).
 
 Three ways to take, the same steps each: :meth:`Taker.take` (one step, a read of the head first when robots.txt is
 obeyed), :meth:`Taker.take_many` (up to N steps of one domain in two round trips: the heads, then the steps,
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from frontier.client import lua
@@ -31,6 +35,7 @@ from frontier.node_pipes import run_by_node
 from frontier.politeness import Politeness
 from messaging import keys
 from messaging.clients import RedisClient, as_text
+from messaging.domains import authority, host_of
 from messaging.scripts import run_scripts
 from messaging.tasks import Task
 
@@ -38,6 +43,19 @@ logger = logging.getLogger(__name__)
 
 KEY_TTL_MARGIN = 60.0  # idle throttle windows vanish this long after their last hit could matter
 MAX_DISALLOWED_PER_TAKE = 64  # bound the work of one take() when a queue starts with many disallowed URLs
+SKIP_SCAN = 256  # tasks read further into a queue whose first ones wait for their host's robots.txt
+MIXED_PENDING_WAIT = 1.0  # a queue of several hosts whose tasks all wait for a robots.txt is asked again this often
+
+
+@dataclass
+class Scan:
+    """What a read of a queue's first tasks found (:meth:`Taker._scan`)."""
+
+    allowed: list[str] = field(default_factory=list)  # tasks a step may take, in queue order
+    disallowed: list[str] = field(default_factory=list)  # tasks robots.txt disallows: they leave the queue
+    pending: str | None = None  # the URL of the first task that waits for its host's robots.txt
+    waiting: set[str] = field(default_factory=set)  # hosts whose robots.txt is pending
+    empty: bool = False  # the queue held nothing
 
 Call = tuple[Any, list[str], list[Any]]
 
@@ -66,36 +84,38 @@ class Taker:
         if self.politeness.is_blacklisted(domain):
             return TakeResult(Outcome.BLACKLISTED, domain, removed=self.drop_queue(domain))
         removed: list[Task] = []
+        waiting: set[str] = set()
         for _ in range(MAX_DISALLOWED_PER_TAKE):
             expected = ""
             if self.politeness.obeys_robots:
-                head = self.redis.zrange(keys.queue(self.job, domain), 0, 0)
-                if not head:
+                scan = self._scan([domain], 1)[domain]
+                removed += self._remove({domain: scan.disallowed})[domain]
+                waiting |= scan.waiting
+                if not scan.allowed:
+                    if scan.pending is not None:
+                        return self.robots_pending(domain, scan.pending, removed, waiting)
+                    if scan.disallowed:
+                        continue
                     return TakeResult(Outcome.EMPTY, domain, removed=removed)
-                expected = as_text(head[0])
-                url = Task.decode(expected).url
-                verdict = self.politeness.verdict(url, domain)
-                if verdict is None:
-                    return self.robots_pending(domain, url, removed)
-                if not verdict:
-                    if self.redis.zrem(keys.queue(self.job, domain), expected):
-                        removed.append(Task.decode(expected))
-                        self.tally.incr("robots_disallowed")
-                    continue
+                expected = scan.allowed[0]
             step_keys, args = self._step_call(domain, expected, now, ip or self.ip)
             result = self._step_result(domain, self._take(keys=step_keys, args=args))
-            if result.outcome == Outcome.CHANGED:  # a new head arrived after the robots check: check it instead
+            if result.outcome == Outcome.CHANGED:  # the task checked against robots.txt left meanwhile: look again
                 continue
-            result.removed = removed
+            result.removed, result.waiting = removed, waiting
             return result
-        return TakeResult(Outcome.DISALLOWED, domain, removed=removed)
+        return TakeResult(Outcome.DISALLOWED, domain, removed=removed, waiting=waiting)
 
-    def robots_pending(self, domain: str, url: str, removed: list[Task] | None = None) -> TakeResult:
-        """The step's answer when the robots.txt of ``url`` (the queue's head) is being fetched or is unreachable
-        (RFC 9309: nothing allowed): the tasks wait, the domain is asked again after the cache's wait."""
+    def robots_pending(self, domain: str, url: str, removed: list[Task] | None = None,
+                       waiting: set[str] | None = None) -> TakeResult:
+        """The step's answer when every task it could take waits for its host's robots.txt (``url``: the first of
+        them), which is being fetched or is unreachable (RFC 9309: nothing allowed): the tasks wait, the domain is
+        asked again after the cache's wait."""
         self.tally.incr(Outcome.ROBOTS_PENDING)
-        return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=self.politeness.pending_wait(url),
-                          removed=removed or [])
+        wait = self.politeness.pending_wait(url)
+        if host_of(url) != domain:  # a queue of several hosts (a partition by domain or address): a task of another
+            wait = min(wait, MIXED_PENDING_WAIT)  # host may land meanwhile, and it need not wait for this one
+        return TakeResult(Outcome.ROBOTS_PENDING, domain, wait=wait, removed=removed or [], waiting=waiting or set())
 
     # --- batches of steps -----------------------------------------------------------------------------------------
     def take_many(self, domain: str, limit: int, now: float | None = None,
@@ -107,35 +127,35 @@ class Taker:
             return [self.take(domain, now, ip)]
         removed: list[Task] = []
         expected: list[str] = [""] * limit
+        waiting: set[str] = set()
         if self.politeness.obeys_robots:
-            members = [as_text(raw) for raw in self.redis.zrange(keys.queue(self.job, domain), 0, limit - 1)]
-            expected, disallowed, _ = self._allowed(domain, members)
-            if disallowed and self.redis.zrem(keys.queue(self.job, domain), *disallowed):
-                removed = [Task.decode(member) for member in disallowed]
-                self.tally.incr("robots_disallowed", len(removed))
+            scan = self._scan([domain], limit)[domain]
+            expected, waiting = scan.allowed, scan.waiting
+            removed = self._remove({domain: scan.disallowed})[domain]
             if not expected:  # nothing allowed known yet: one ordinary step says why (empty, pending, ...)
                 first = self.take(domain, now, ip)
                 first.removed = removed + first.removed
                 return [first]
         calls = [(self._take, *self._step_call(domain, head, now, ip or self.ip)) for head in expected]
         out = _first_refusal([self._step_result(domain, reply) for reply in run_scripts(self.redis, calls)])
-        if not out:  # only "changed": a new head arrived meanwhile; the ordinary step looks at it
+        if not out:  # only "changed": the tasks left meanwhile; the ordinary step looks again
             out = [self.take(domain, now, ip)]
         out[0].removed = removed + out[0].removed
+        out[0].waiting |= waiting
         return out
 
     def take_domains(self, domains: Sequence[str], limit: int, ip: str | None = None) -> list[list[TakeResult]]:
-        """Up to ``limit`` steps per domain, for a group of due domains in two round trips; for each domain (in
-        order) the steps that took, then the first that did not (if any), as :meth:`take_many`."""
+        """Up to ``limit`` steps per domain, for a group of due domains in two round trips (three when a queue's
+        first tasks wait for their host's robots.txt), for each domain (in order) the steps that took, then the
+        first that did not (if any), as :meth:`take_many`."""
         limit = max(1, limit)
         open_domains = [domain for domain in domains if not self.politeness.is_blacklisted(domain)]
-        heads = self._heads(open_domains, limit)
-        allowed = {domain: self._allowed(domain, members) for domain, members in heads.items()}
-        removed = self._remove({domain: verdicts[1] for domain, verdicts in allowed.items()})
+        scans = self._scan(open_domains, limit)
+        removed = self._remove({domain: scan.disallowed for domain, scan in scans.items()})
         calls: list[Call] = []
         owners: list[str] = []
         for domain in open_domains:
-            for head in allowed[domain][0]:
+            for head in scans[domain].allowed:
                 calls.append((self._take, *self._step_call(domain, head, None, ip or self.ip)))
                 owners.append(domain)
         steps: dict[str, list[TakeResult]] = {domain: [] for domain in open_domains}
@@ -143,50 +163,73 @@ class Taker:
             steps[domain].append(self._step_result(domain, reply))
         out: list[list[TakeResult]] = []
         for domain in domains:
-            if domain not in heads:  # blacklisted: the ordinary step drops its queue
+            if domain not in scans:  # blacklisted: the ordinary step drops its queue
                 out.append([self.take(domain, ip=ip)])
                 continue
-            if not heads[domain]:
+            scan = scans[domain]
+            if scan.empty:
                 out.append([TakeResult(Outcome.EMPTY, domain)])
                 continue
             results = _first_refusal(steps[domain])
-            expected, _, pending = allowed[domain]
-            if not results and pending is not None and not expected:
-                # the first head left waits for its robots.txt: asking again now would claim or poll a second time
-                results = [self.robots_pending(domain, pending)]
-            elif not results:  # all disallowed, or a new head arrived: the ordinary step says why
+            if not results and scan.pending is not None and not scan.allowed:
+                # every task read waits for its robots.txt: asking again now would claim or poll a second time
+                results = [self.robots_pending(domain, scan.pending)]
+            elif not results:  # all disallowed, or the tasks left meanwhile: the ordinary step says why
                 results = [self.take(domain, ip=ip)]
             results[0].removed = removed[domain] + results[0].removed
+            results[0].waiting |= scan.waiting
             out.append(results)
         return out
 
-    def _heads(self, domains: list[str], limit: int) -> dict[str, list[str]]:
-        """The first ``limit`` tasks of each domain's queue, in one pipeline."""
+    def _scan(self, domains: list[str], limit: int) -> dict[str, Scan]:
+        """For each domain, the first ``limit`` queued tasks a step may take — past those whose host's robots.txt is
+        pending: a host holds back only its own URLs — with the disallowed ones met on the way. One round trip for
+        the first ``limit`` tasks of every queue (pipelined), and one more, up to SKIP_SCAN tasks further, for the
+        queues where a pending host was met before ``limit`` were found (a partition by domain or address mixes
+        hosts in a queue)."""
+        scans = {domain: Scan() for domain in domains}
         if not domains:
-            return {}
+            return scans
         pipe = self.redis.pipeline(transaction=False)
         for domain in domains:
             pipe.zrange(keys.queue(self.job, domain), 0, limit - 1)
-        return {domain: [as_text(raw) for raw in members]
-                for domain, members in zip(domains, pipe.execute(), strict=True)}
+        deeper = []
+        for domain, raw in zip(domains, pipe.execute(), strict=True):
+            scan = scans[domain]
+            scan.empty = not raw
+            self._judge(domain, scan, [as_text(member) for member in raw], limit)
+            if scan.pending is not None and len(scan.allowed) < limit and len(raw) == limit:
+                deeper.append(domain)
+        if deeper:
+            pipe = self.redis.pipeline(transaction=False)
+            for domain in deeper:
+                pipe.zrange(keys.queue(self.job, domain), limit, limit + SKIP_SCAN - 1)
+            for domain, raw in zip(deeper, pipe.execute(), strict=True):
+                self._judge(domain, scans[domain], [as_text(member) for member in raw], limit)
+        return scans
 
-    def _allowed(self, domain: str, members: list[str]) -> tuple[list[str], list[str], str | None]:
-        """The heads a step may take (up to the first whose robots.txt is not known yet), the disallowed ones, and
-        the URL of that first unknown head (``None``: every head's verdict is known)."""
+    def _judge(self, domain: str, scan: Scan, members: list[str], limit: int) -> None:
+        """Ask robots.txt about ``members`` in queue order until ``limit`` are allowed; a host whose verdict is
+        pending is asked once per scan, its other tasks are passed by."""
         if not self.politeness.obeys_robots:
-            return members, [], None
-        allowed: list[str] = []
-        disallowed: list[str] = []
+            scan.allowed += members[:limit - len(scan.allowed)]
+            return
         for member in members:
+            if len(scan.allowed) >= limit:
+                return
             url = Task.decode(member).url
+            host = authority(url)
+            if host in scan.waiting:
+                continue
             verdict = self.politeness.verdict(url, domain)
             if verdict is None:
-                return allowed, disallowed, url
-            (allowed if verdict else disallowed).append(member)
-        return allowed, disallowed, None
+                scan.waiting.add(host)
+                scan.pending = scan.pending or url
+            else:
+                (scan.allowed if verdict else scan.disallowed).append(member)
 
     def _remove(self, disallowed: dict[str, list[str]]) -> dict[str, list[Task]]:
-        """Disallowed heads leave their queues (one pipeline); only those really removed are handed back."""
+        """Disallowed tasks leave their queues (one pipeline); only those really removed are handed back."""
         removed: dict[str, list[Task]] = {domain: [] for domain in disallowed}
         wanted = [(domain, members) for domain, members in disallowed.items() if members]
         if not wanted:

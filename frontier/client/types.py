@@ -102,6 +102,7 @@ class TakeResult:
     lease: Lease | None = None
     removed: list[Task] = field(default_factory=list)  # dropped (disallowed, blacklisted): mark them complete
     drained: bool = False  # taken: the queue held no more tasks after it (the ready index drops the domain)
+    waiting: set[str] = field(default_factory=set)  # hosts of the queue passed by: their robots.txt is pending
 
     @property
     def task(self) -> Task | None:

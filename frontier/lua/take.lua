@@ -5,7 +5,8 @@
 -- KEYS[6] block:{d}               KEYS[7] hits:{d}:sequence
 -- KEYS[8] <spider_type>:{d}:pace  KEYS[9] <ip>:{d}:pace          KEYS[10] adaptive:{d}
 -- ARGV[1] now in microseconds ('' = the Redis clock)   ARGV[2] hits allowed per window   ARGV[3] window (us)
--- ARGV[4] lease (us)   ARGV[5] the queue head the caller checked against robots.txt ('' = any)
+-- ARGV[4] lease (us)   ARGV[5] the queued task the caller checked against robots.txt ('' = the head, any): it may
+--          lie behind tasks of hosts whose robots.txt is pending (a take skips past them, frontier/client/take.py)
 -- ARGV[6] TTL margin of the throttle keys (ms): idle windows and buckets vanish this long after they stop mattering
 -- ARGV[7] TTL of the lease scores (ms): far beyond any lease, so that a dead job's hash does not stay forever
 -- ARGV[8] burst   ARGV[9] horizon (us): how far ahead a hit may be reserved   ARGV[10] slack floor (us)
@@ -25,12 +26,18 @@ if blocked_until and blocked_until > now then
   return {'blocked', pace_fmt(now), pace_fmt(blocked_until - now)}
 end
 
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if #head == 0 then
-  return {'empty', pace_fmt(now), '0'}
-end
-if ARGV[5] ~= '' and head[1] ~= ARGV[5] then
-  return {'changed', pace_fmt(now), '0'}
+local head
+if ARGV[5] == '' then
+  head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #head == 0 then
+    return {'empty', pace_fmt(now), '0'}
+  end
+else
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[5])
+  if not score then  -- taken meanwhile (another step, an expired lease's requeue moved it): ask again
+    return {'changed', pace_fmt(now), '0'}
+  end
+  head = {ARGV[5], score}
 end
 if limit <= 0 then
   return {'throttled', pace_fmt(now), pace_fmt(window)}

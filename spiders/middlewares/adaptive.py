@@ -19,10 +19,11 @@ from typing import Any
 from scrapy import signals
 
 from spiders import signals as fleet_signals
+from spiders.worker.gate import site_of
 
 FLUSH_SECONDS = 0.25  # samples gathered into one signal at most this long
 
-DownloadSample = tuple[str, float, int, bool]  # (url, latency in seconds, status or 0, error)
+DownloadSample = tuple[str, float, int, bool]  # (queue key, latency in seconds, status or 0, error)
 
 
 class DownloadSampleMiddleware:
@@ -46,14 +47,14 @@ class DownloadSampleMiddleware:
 
     def process_response(self, request: Any, response: Any, spider: Any = None) -> Any:
         latency = float(request.meta.get("download_latency") or 0.0)
-        self._add(request.url, latency, response.status, response.status >= 500)
+        self._add(site_of(request), latency, response.status, response.status >= 500)
         return response
 
     def process_exception(self, request: Any, exception: BaseException, spider: Any = None) -> None:
-        self._add(request.url, float(request.meta.get("download_latency") or 0.0), 0, True)
+        self._add(site_of(request), float(request.meta.get("download_latency") or 0.0), 0, True)
 
-    def _add(self, url: str, latency: float, status: int, error: bool) -> None:
-        self._samples.append((url, latency, status, error))
+    def _add(self, site: str, latency: float, status: int, error: bool) -> None:
+        self._samples.append((site, latency, status, error))
         if self._pending is None:
             self._pending = self.call_later(self.flush_seconds, self.flush)
 

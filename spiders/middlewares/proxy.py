@@ -34,9 +34,9 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
 from twisted.internet.threads import deferToThread
 
-from messaging.domains import domain_of
 from spiders.proxies.chooser import ProxyChooser, shared_chooser
 from spiders.proxies.model import proxy_id
+from spiders.worker.gate import site_of
 
 logger = logging.getLogger(__name__)
 FIRST_LOAD_TIMEOUT = 15.0  # seconds the first requests wait for the pool's first read
@@ -106,7 +106,7 @@ class FleetProxyMiddleware:
 
     def _assign(self, request: Request) -> None:
         tried = request.meta.get("proxy_tried") or ()
-        domain = domain_of(request.url)
+        domain = site_of(request)  # the queue the request's hits count on, as the take chose its proxies by
         proxy = self.chooser.choose(domain, exclude=tried) or self.chooser.choose(domain)
         if proxy is None:
             request.meta.pop("proxy", None)

@@ -34,9 +34,9 @@ from twisted.internet.threads import deferToThread
 from frontier.client import block_domain
 from frontier.politeness import retry_after_seconds
 from messaging.clients import redis_client
-from messaging.domains import domain_of
 from spiders.fleet_settings import crawlfleet_settings
 from spiders.signals import domain_blocked
+from spiders.worker.gate import site_of
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class RetryAfterMiddleware:
         if response.status not in STATUSES:
             return response
         seconds = self.seconds_for(response)
-        domain = domain_of(response.url)
+        domain = site_of(request)  # the queue its hits count on (the crawl's partition): blocked for everyone
         if self.signals is not None:  # tasks of the domain this worker leased already wait too
             self.signals.send_catch_log(domain_blocked, domain=domain, until=self.monotonic() + seconds)
         try:

@@ -21,6 +21,7 @@ from typing import Any
 
 from messaging import keys
 from messaging.clients import RedisClient, as_text
+from messaging.domains import PARTITIONS
 from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,12 @@ class CrawlInfo:
     def live(self) -> bool:
         """Running or paused: its pages' children and revisits are kept (a stopped or finished crawl's are not)."""
         return self.state in (CrawlState.RUNNING, CrawlState.PAUSED)
+
+    @property
+    def partition(self) -> str | None:
+        """The rule's queue partition (``host``, ``domain``, ``ip``), None when the rule leaves it to the fleet."""
+        value = self.rule.get("partition")
+        return value if value in PARTITIONS else None
 
     @classmethod
     def from_hash(cls, crawlid: str, data: dict[Any, Any], loaded_at: float) -> CrawlInfo:

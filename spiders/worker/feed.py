@@ -47,7 +47,7 @@ from frontier.client import FrontierClient, Lease, SendSlot
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.clock import Clock, MonotonicClock
 from messaging.counts import ROBOTS
-from messaging.domains import domain_of
+from messaging.domains import authority, domain_of
 from messaging.outage import OutageLog
 from messaging.settings import Settings, default
 from messaging.storage import StoreState
@@ -222,13 +222,16 @@ class TaskFeed:
             self._samples.put(sample)
 
     def _site_changed(self, domain: str | None) -> None:
-        """On the config watch's thread: a domain closed under the old config is asked again at the next pass."""
-        self.take.reopen(domain)
+        """On the config watch's thread: a domain closed under the old config is asked again at the next pass (and
+        every queue, when queues of the domain's hosts may follow its config: a partition by host)."""
+        self.take.reopen(None if domain in self.take.hosted else domain)
         self._wake.set()
 
     def robots_stored(self, url: str) -> None:
-        """The robots.txt this process fetched for ``url``'s host is stored: its domain is asked again at once."""
-        self.take.reopen(domain_of(url))
+        """The robots.txt this process fetched for ``url``'s host is stored: the queues whose tasks of the host
+        waited for it (its domain, the host itself, its address: the crawls' partitions) are asked again at once."""
+        for key in self.take.waiting_for(authority(url)) | {domain_of(url)}:
+            self.take.reopen(key)
         self._wake.set()
 
     def pause(self, paused: bool) -> None:

@@ -32,11 +32,35 @@ from scrapy import Request
 
 from frontier.client import SendSlot
 from messaging.clock import Clock
-from messaging.domains import domain_of
+from messaging.domains import DOMAIN, IP, domain_of, host_of, is_ip, partition_key
 
+# Where a request's hits are counted (issue 37, item 2): the queue key of its lease, and the host it was made for.
+KEY_META, KEY_HOST_META, PARTITION_META = "fleet_key", "fleet_key_host", "fleet_partition"
 REASK_SECONDS = 1.0  # a follow-up whose slot is far ahead asks again this often (a rate raised live applies)
 WAY_OUT = 0.1  # seconds a request handed to the downloader may take to reach the site (at most half its slack)
 EARLY, ON_TIME, LATE = "early", "on time", "late"
+
+
+def request_key(request: Request) -> str | None:
+    """The queue key a request's hit counts on (its throttles, its blocks): its lease's for the host the lease was
+    for (a retry, a redirect on the host), else that of its own host in its crawl's partition — the host, or its
+    registered domain; ``None`` in the partition by IP for a host whose address is not known yet (the gate resolves
+    it: :meth:`SendGate.admit`)."""
+    meta = request.meta
+    host = host_of(request.url)
+    key = meta.get(KEY_META)
+    if key is not None and meta.get(KEY_HOST_META) == host:
+        return str(key)
+    mode = meta.get(PARTITION_META, DOMAIN)
+    if mode == IP and not is_ip(host):
+        return None
+    return partition_key(request.url, mode)
+
+
+def site_of(request: Request) -> str:
+    """:func:`request_key`, or the registered domain when the key waits for an address (metrics, proxies)."""
+    key = request_key(request)
+    return key if key is not None else domain_of(request.url)
 
 
 def admission(slot: SendSlot, now: float) -> str:
@@ -61,8 +85,11 @@ class SendGate:
     engine to look at the scheduler again then (0: at once)."""
 
     def __init__(self, feed: SlotSource, clock: Clock, stats: Any, horizon: float, room: Callable[[], int],
-                 wake_in: Callable[[float], None]) -> None:
+                 wake_in: Callable[[float], None], resolve: Callable[[str], Any] | None = None) -> None:
+        """``resolve(host)``: a Deferred of the host's address (the reactor's resolver), for the follow-ups of a
+        crawl partitioned by IP that go to another host."""
         self.feed = feed
+        self.resolve = resolve
         self.clock = clock
         self.stats = stats  # the crawler's stats: fleet/pace/sent, late, reserved
         self.horizon = horizon  # CRAWLFLEET_PACE_HORIZON: a reservation beyond it was not recorded
@@ -100,7 +127,11 @@ class SendGate:
         or without a slot (a follow-up), it gets a new one from the feed first. While its domain is blocked, it waits
         for the block's end whatever its slot."""
         slot: SendSlot | None = request.meta.get("fleet_slot")
-        domain = domain_of(request.url)
+        domain = request_key(request)
+        if domain is None:  # a follow-up to another host, partitioned by IP: its address first
+            self._resolve(request)
+            return False
+        request.meta[KEY_META], request.meta[KEY_HOST_META] = domain, host_of(request.url)
         now = self.clock.now()
         blocked_until = self.blocked.get(domain, 0.0)
         if blocked_until > now:  # reserved or leased before the site said 429/503: it waits the block out, then
@@ -155,6 +186,21 @@ class SendGate:
         taken += [entry[0] for entry in self.parked if wanted(entry[0])]
         self.parked = deque(entry for entry in self.parked if not wanted(entry[0]))
         return taken
+
+    def _resolve(self, request: Request) -> None:
+        """Find the address of the request's host (the reactor's resolver, cached); it is its key, and the request
+        asks to go again. A host that does not resolve is keyed by its name (its download fails anyway)."""
+        host = host_of(request.url)
+
+        def keyed(address: Any) -> None:
+            key = str(address) if isinstance(address, str) and address else host
+            request.meta[KEY_META], request.meta[KEY_HOST_META] = key, host
+            self.hold(request)
+
+        if self.resolve is None:
+            keyed(None)
+            return
+        self.resolve(host).addCallbacks(keyed, lambda _: keyed(None))
 
     def _reserve(self, request: Request, domain: str, withdrawn: str) -> None:
         """Ask the feed for a new slot (``withdrawn``: the missed slot's hit, taken back) — at once while fewer

@@ -49,9 +49,9 @@ from frontier.client import SendSlot
 from frontier.robots_cache import Robots, RobotsCache
 from frontier.robots_rules import MAX_BODY, MAX_REDIRECTS, MISSING, OK, UNREACHABLE, cap_body, robots_url, status_kind
 from messaging.clients import RedisClient
-from messaging.reactor import running_reactor
 from messaging.clock import Clock, MonotonicClock
 from messaging.domains import domain_of
+from messaging.reactor import running_reactor
 from spiders.worker.gate import LATE, REASK_SECONDS, admission
 
 logger = logging.getLogger(__name__)

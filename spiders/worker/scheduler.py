@@ -55,14 +55,14 @@ from frontier.adaptive import Sample
 from frontier.bloom.fingerprint import request_fingerprint
 from frontier.client import SendSlot
 from messaging.clock import Clock, MonotonicClock
-from messaging.domains import domain_of
+from messaging.domains import host_of
 from messaging.reactor import running_reactor
 from messaging.tasks import CrawlState
 from spiders import signals as fleet_signals
 from spiders.travel import CannotTravel
 from spiders.worker.build import Worker, build_worker
 from spiders.worker.crawls import CrawlInfo
-from spiders.worker.gate import SendGate
+from spiders.worker.gate import KEY_HOST_META, KEY_META, PARTITION_META, SendGate
 from spiders.worker.own import Traveller
 from spiders.worker.start import StartOnce
 from spiders.worker.robots import RobotsHit
@@ -148,7 +148,7 @@ class FleetScheduler:
         """Serve ``worker``'s tasks (on the reactor, once it is built)."""
         self.worker = worker
         self.gate = SendGate(worker.feed, self.clock, self.crawler.stats, worker.settings.pace_horizon,
-                             self._downloader_room, self._nudge_in)
+                             self._downloader_room, self._nudge_in, resolve=_resolve)
         if worker.robots is not None:  # its downloads are paced hits too: slots from the feed, blocks from the gate
             gate = self.gate
             worker.robots.ask_slot = lambda hit, domain, withdrawn: worker.feed.reserve(hit, domain, withdrawn)
@@ -235,6 +235,12 @@ class FleetScheduler:
             request.meta["fleet_ip"] = leased.proxy.address  # follow-ups reserve their hits for the same address
         if leased.slot is not None:
             request.meta["fleet_slot"] = leased.slot
+        # where its hits count: its lease's queue, and (for follow-ups to other hosts) its crawl's partition
+        task = leased.lease.task
+        crawl = self.worker.catalog.get(task.crawlid)
+        request.meta[KEY_META], request.meta[KEY_HOST_META] = leased.lease.domain, host_of(task.url)
+        partition = crawl.partition if crawl is not None else None
+        request.meta[PARTITION_META] = partition or self.worker.settings.partition
         return request
 
     def _paused(self, crawlid: str) -> bool:
@@ -379,11 +385,15 @@ class FleetScheduler:
             return
         feed = self.worker.feed
         rates = feed.politeness.rates
-        for url, latency, status, error in samples:
-            domain = domain_of(url)
+        for domain, latency, status, error in samples:  # domain: the queue key its hit counted on
             if rates.rate_for(domain).adaptive:
                 feed.sample(Sample(domain, latency, status, error))
 
     def _fenced(self) -> None:
         logger.error("this job was retired by the master: closing the spider")
         deferred_from_coro(self.crawler.engine.close_spider_async(reason="fenced"))
+
+
+def _resolve(host: str) -> Any:
+    """The address of ``host`` from the reactor's resolver (the host map first, Scrapy's cache: spiders.resolver)."""
+    return running_reactor().resolve(host)

@@ -10,6 +10,7 @@ scheduler is a :class:`Leased`: the lease, its send slot and the proxy its per-I
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from frontier.client import FrontierClient, Lease, Outcome, SendSlot, TakeResult
 from frontier.domain_walk import ReadyWalk
 from messaging.clock import Clock, RedisTimeMap
 from messaging.counts import BLACKLISTED, ROBOTS
+from messaging.siteconfig import site_names
 from messaging.tasks import Task
 from spiders.worker.leases import LeaseKeeper
 
@@ -56,6 +58,11 @@ class FeedTake:
         self.proxies = proxies  # spiders.proxies.ProxyChooser when this spider type crawls through proxies
         self.redis_time = RedisTimeMap()  # the Redis clock on this one: every slot is mapped with it (also the feed's)
         self.extra: deque[Lease] = deque()  # leases of a step batch not yet handed out
+        # hosts whose robots.txt a step found pending -> the queues whose tasks of the host it passed by: asked again
+        # as soon as the robots.txt is stored (waiting_for, from the reactor)
+        self._waiting: dict[str, set[str]] = {}
+        self._waiting_lock = threading.Lock()
+        self.hosted: set[str] = set()  # registered domains with queues of their own hosts here (a host partition)
         self._leased: dict[str, Leased] = {}  # taken, not handed out yet: their slots and proxies
         self.walk = ReadyWalk(self._take, frontier.ready, idle_poll=idle_poll, reconcile_seconds=reconcile_seconds,
                               on_removed=self._robots_removed, take_group=self._take_group)
@@ -85,6 +92,12 @@ class FeedTake:
         self.extra = deque(lease for lease in self.extra if lease.task.crawlid not in crawls)
         return [self._leased.pop(lease.member) if lease.member in self._leased else Leased(lease) for lease in mine]
 
+    def waiting_for(self, host: str) -> set[str]:
+        """The queues whose tasks of ``host`` (``name`` or ``name:port``) wait for its robots.txt, forgotten now that
+        it is stored (any thread)."""
+        with self._waiting_lock:
+            return self._waiting.pop(host, set())
+
     def reopen(self, domain: str | None) -> None:
         """A domain closed under an old site config or robots.txt is asked again at the next pass (any thread)."""
         self.walk.reopen(domain)
@@ -94,6 +107,7 @@ class FeedTake:
         """The politeness step, in batches of up to :data:`TAKE_BATCH` steps per round trip while there is room in
         the prefetch; through proxies, the per-IP window is each proxy's exit address, tried in turn."""
         self.leases.attempted([domain], self.clock.now())  # before the call: its reply may be lost, not its lease
+        self._note_keys([domain])
         limit = max(1, min(TAKE_BATCH, self.room()))
         candidates = self.proxies.candidates(domain) if self.proxies is not None else []
         if not candidates:
@@ -122,8 +136,16 @@ class FeedTake:
         if self.proxies is not None:
             return [self._take(domain) for domain in domains]
         self.leases.attempted(domains, self.clock.now())
+        self._note_keys(domains)
         limit = max(1, min(TAKE_BATCH, self._free() // len(domains)))
         return [self._first(results) for results in self.frontier.take_domains(domains, limit)]
+
+    def _note_keys(self, domains: list[str]) -> None:
+        """Remember the registered domains of host keys: a change of such a domain's site config reopens them."""
+        for domain in domains:
+            names = site_names(domain)
+            if len(names) > 1:
+                self.hosted.add(names[1])
 
     def _free(self) -> int:
         """Free places in the prefetch: neither leased and unsent nor taken and waiting in :attr:`extra`."""
@@ -134,6 +156,10 @@ class FeedTake:
         dropped queue is counted as ``blacklisted`` here (the walk hands the other tasks removed, those robots.txt
         disallows, to ``on_removed``)."""
         now = self.clock.now()
+        if results[0].waiting:
+            with self._waiting_lock:
+                for host in results[0].waiting:
+                    self._waiting.setdefault(host, set()).add(results[0].domain)
         for result in results:
             self.redis_time.observe(result.now, now)
         offset = self.redis_time.offset

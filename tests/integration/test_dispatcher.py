@@ -241,3 +241,41 @@ def test_a_crawl_of_ones_own_spider_goes_to_its_own_workers_only(cf) -> None:
     dispatcher.round(T0 + 1)
     members = redis.zrange(keys.queue("urgent-1", "shop.test"), 0, -1)
     assert [Task.decode(m).url for m in members] == ["http://shop.test/a", "http://shop.test/b"]
+
+
+def test_each_crawl_is_queued_by_its_own_partition_and_the_shares_follow(cf, tmp_path) -> None:
+    """Issue 37, item 2: the queue key of a task is its registered domain, its host or its host's address, as its
+    crawl's rule says (the fleet's CRAWLFLEET_PARTITION without one); the address is resolved off the dispatch loop
+    (a task whose host is new waits one round); a site's share of the queues is counted per key, with a host's rate
+    from its own site config else its domain's."""
+    from deploy.procs import wait_for
+    from frontier.config_watch import StaticSiteConfig
+    from messaging.hostmap import AddressCache, HostMap
+    from messaging.siteconfig import Rate, SiteConfig
+
+    redis = cf.redis()
+    for crawlid, partition in (("by-host", "host"), ("by-ip", "ip")):
+        redis.hset(keys.crawl(crawlid), mapping={"partition": partition})
+    urls = [f"http://{host}.example.com/{n}" for host in ("a", "b") for n in range(3)]
+    for crawlid in ("by-domain", "by-host", "by-ip"):
+        push_seeds(redis, [Task(url=url, crawlid=crawlid, spider_type="list") for url in urls])
+    with_history(redis, "w", 6000)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.37.0.1 a.example.com b.example.com\n")
+    addresses = AddressCache(HostMap.from_file(hosts))
+    sites = StaticSiteConfig(Rate(6000, 60), {"example.com": SiteConfig(rate=60, window=60),
+                                              "b.example.com": SiteConfig(rate=30, window=60)})
+    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(site_minutes=0.05),
+                            sites=sites, addresses=addresses)
+    try:
+        dispatcher.round(T0)
+        wait_for(lambda: addresses.address("a.example.com"), 5, "the master's resolution")
+        dispatcher.round(T0 + 1)
+    finally:
+        addresses.close()
+    by_key = {key: {Task.decode(m).crawlid for m in redis.zrange(keys.queue("w", key), 0, -1)}
+              for key in ("example.com", "a.example.com", "b.example.com", "127.37.0.1")}
+    assert by_key == {"example.com": {"by-domain"}, "a.example.com": {"by-host"}, "b.example.com": {"by-host"},
+                      "127.37.0.1": {"by-ip"}}
+    # shares of 3 s of hits: example.com 60/min -> 3, a.example.com (the domain's rate) 3, b.example.com 30/min -> 2
+    assert [redis.zcard(keys.queue("w", key)) for key in ("example.com", "a.example.com", "b.example.com")] == [3, 3, 2]

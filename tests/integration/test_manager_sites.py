@@ -13,6 +13,7 @@ from deploy.procs import wait_for
 from frontier.registry import WorkerInfo, WorkerRegistry
 from messaging import keys
 from messaging.clock import RedisClock
+from messaging.domains import robots_tag
 from messaging.siteconfig import Rate, SitePaths, read_site, write_defaults
 from messaging.tasks import Task
 from tests.integration.test_manager_api import ManagerProcess
@@ -38,7 +39,9 @@ def test_sites_show_queues_rates_windows_and_are_edited(cf: Isolated, procs: Pro
     redis.zadd(keys.queue("site-job", "site007.example"), {task.encode(): 1, Task(
         url="http://www.site007.example:8080/b", crawlid="c", spider_type="list").encode(): 2})
     redis.zadd(keys.inflight("site-job", "site007.example"), {"leased-task": 1})
-    redis.set(keys.robots("site007.example", "www.site007.example:8080"), b"User-agent: *\nDisallow:")
+    # where the shared cache keeps the host's robots.txt: under the host's registered domain (robots_tag)
+    redis.set(keys.robots(robots_tag("www.site007.example:8080"), "www.site007.example:8080"),
+              b"User-agent: *\nDisallow:")
     redis.hset(keys.site_statuses("site007.example"), mapping={"200": 7, "404": 2})
     env = cf.with_env(CRAWLFLEET_KAFKA_GROUP=cf.name)
     kafka = procs.crawlfleet("kafka-monitor", env=env)

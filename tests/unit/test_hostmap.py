@@ -83,3 +83,32 @@ def test_resolve_host_prefers_the_map_then_the_system():
     hostmap = HostMap({"news.fleet.test": "127.0.0.11"})
     assert resolve_host("news.fleet.test", hostmap) == "127.0.0.11"
     assert resolve_host("127.0.0.5", hostmap) == "127.0.0.5"  # the system resolver returns IP literals as they are
+
+
+def test_the_address_cache_never_makes_its_caller_wait_and_remembers():
+    """The partition by IP (master.placement): the first ask starts a resolution and answers None (the task waits a
+    round); then the address, for ``ttl``; a name that does not resolve is keyed by itself."""
+    from deploy.procs import wait_for
+    from messaging.hostmap import AddressCache
+
+    asked = []
+
+    def resolve(name):
+        asked.append(name)
+        if name == "gone.example":
+            raise OSError("Name or service not known")
+        return "203.0.113.9"
+
+    now = [0.0]
+    cache = AddressCache(HostMap(), ttl=60, failed_ttl=5, resolve=resolve, clock=lambda: now[0])
+    try:
+        assert cache.address("10.1.2.3") == "10.1.2.3" and cache.address("[::1]") == "::1"  # literals: at once
+        assert cache.address("shop.example") is None
+        assert wait_for(lambda: cache.address("shop.example"), 5, "the resolution") == "203.0.113.9"
+        assert cache.address("gone.example") is None
+        assert wait_for(lambda: cache.address("gone.example"), 5, "the failure") == "gone.example"
+        now[0] = 61.0  # stale: still answered (no wait), and resolved again behind the caller's back
+        assert cache.address("shop.example") == "203.0.113.9"
+        wait_for(lambda: asked.count("shop.example") == 2, 5, "the second resolution")
+    finally:
+        cache.close()

@@ -349,11 +349,11 @@ def test_download_samples_go_out_in_one_signal_per_batch() -> None:
     middleware.process_exception(Request("https://b.test/x"), TimeoutError())
     assert sent == [] and [call.delay for call in calls] == [FLUSH_SECONDS]  # one flush scheduled for the batch
     calls[0].run()
-    assert sent == [[("https://a.test/0", 0.5, 200, False), ("https://a.test/1", 0.5, 503, True),
-                     ("https://a.test/2", 0.5, 200, False), ("https://b.test/x", 0.0, 0, True)]]
+    assert sent == [[("a.test", 0.5, 200, False), ("a.test", 0.5, 503, True),  # per queue key (the domain here)
+                     ("a.test", 0.5, 200, False), ("b.test", 0.0, 0, True)]]
     middleware.process_response(request, Response(request.url, status=200))
     assert len(calls) == 2  # the next batch
     middleware.flush()  # the spider closes: what is held goes now, the timer is cancelled
-    assert len(sent) == 2 and sent[1] == [("https://a.test/2", 0.5, 200, False)] and not calls[1].live
+    assert len(sent) == 2 and sent[1] == [("a.test", 0.5, 200, False)] and not calls[1].live
     middleware.flush()
     assert len(sent) == 2  # nothing held, no signal

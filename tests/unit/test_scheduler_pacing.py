@@ -17,7 +17,7 @@ from scrapy.utils.test import get_crawler
 from frontier.client import Lease, SendSlot
 from messaging.clock import ManualClock
 from messaging.tasks import Task
-from spiders.worker.gate import EARLY, LATE, ON_TIME, REASK_SECONDS, admission
+from spiders.worker.gate import EARLY, LATE, ON_TIME, REASK_SECONDS, admission, request_key
 from spiders.worker.scheduler import FleetScheduler
 from spiders.worker.take import Leased
 
@@ -84,7 +84,7 @@ class Catalog:
         self.paused: set[str] = set()
 
     def get(self, crawlid: str) -> Any:
-        return SimpleNamespace(paused=crawlid in self.paused)
+        return SimpleNamespace(paused=crawlid in self.paused, partition=None)
 
 
 class Worker:
@@ -92,7 +92,7 @@ class Worker:
 
     def __init__(self) -> None:
         self.feed, self.tracker, self.catalog = Feed(), Tracker(), Catalog()
-        self.settings = SimpleNamespace(pace_horizon=1.0)
+        self.settings = SimpleNamespace(pace_horizon=1.0, partition="domain")
         self.info = SimpleNamespace(job="j", spider_type="list", ip="10.0.0.1")
         self.traveller = self.starts = None  # a rule spider's worker
         self.robots = None  # robots.txt not obeyed (spiders.worker.robots has tests of its own)
@@ -270,6 +270,36 @@ def test_a_batch_of_download_samples_reaches_the_feed_for_adaptive_sites_only(sc
     feed.sample = samples.append  # type: ignore[attr-defined]
     adaptive = SimpleNamespace(rate_for=lambda domain: SimpleNamespace(adaptive=domain == DOMAIN))
     feed.politeness = SimpleNamespace(rates=adaptive)  # type: ignore[attr-defined]
-    scheduler._download_samples([(f"http://{DOMAIN}/a", 0.4, 200, False), ("http://other.test/b", 0.1, 200, False),
-                                 (f"http://{DOMAIN}/c", 2.0, 503, True)])
+    scheduler._download_samples([(DOMAIN, 0.4, 200, False), ("other.test", 0.1, 200, False),
+                                 (DOMAIN, 2.0, 503, True)])
     assert samples == [Sample(DOMAIN, 0.4, 200, False), Sample(DOMAIN, 2.0, 503, True)]
+
+
+@pytest.mark.parametrize(("partition", "key"), [("host", "b.example.com"), ("domain", "example.com"),
+                                                 ("ip", "10.9.8.7")])
+def test_a_redirect_to_another_host_reserves_its_hit_in_that_hosts_queue_of_the_partition(
+        scheduler: FleetScheduler, partition: str, key: str) -> None:
+    """Issue 37, item 2: a request's hits count on its lease's queue key; a follow-up to another host counts on that
+    host's key in its crawl's partition: the host, its domain, or its address — resolved by the reactor's resolver,
+    never waited for on the reactor."""
+    feed, gate = feed_of(scheduler), scheduler.gate
+    assert gate is not None
+    resolved: list[str] = []
+
+    def resolve(host: str) -> Any:
+        from twisted.internet import defer
+
+        resolved.append(host)
+        return defer.succeed("10.9.8.7")
+
+    gate.resolve = resolve
+    feed.lease("/first", T0 - 0.01, slack=0.2)
+    sent = scheduler.next_request()
+    assert sent is not None and (sent.meta["fleet_key"], sent.meta["fleet_key_host"]) == (DOMAIN, DOMAIN)
+    assert request_key(sent) == DOMAIN and sent.meta["fleet_partition"] == "domain"  # the fleet's default
+    redirect = sent.replace(url="http://b.example.com/moved", meta={**sent.meta, "fleet_partition": partition})
+    gate.hold(redirect)
+    assert scheduler.next_request() is None
+    [(_, domain, withdrawn, _)] = feed.reserved
+    assert (domain, withdrawn) == (key, "") and redirect.meta["fleet_key"] == key
+    assert resolved == (["b.example.com"] if partition == "ip" else [])

@@ -2,7 +2,9 @@
 
 Writes ``<CRAWLFLEET_ZK_ROOT>/sites/<domain>`` with compare-and-set (:func:`messaging.siteconfig.update_site`), so two
 monitors changing different fields of one site never lose each other's change. The requested host is reduced to its
-domain (eTLD+1, as workers key their throttles), and the answer says which domain was changed.
+domain (eTLD+1, whose config applies to every host of it), unless the request says ``"host": true``: then the host
+name itself is configured (what a crawl partitioned by host applies to that host's queue before its domain's,
+``messaging.siteconfig.site_names``); the answer says which name was changed.
 
 A change that meets ZooKeeper away or just back (``ConnectionLoss``, ``SessionExpiredError`` while the client opens a
 new session) is retried for up to SITE_RETRY_SECONDS, not answered with the error: a rate change sent as ZooKeeper
@@ -17,7 +19,7 @@ from typing import Any
 
 from kazoo.retry import KazooRetry
 
-from messaging.domains import domain_of_host
+from messaging.domains import check_host, domain_of_host
 from messaging.redis_monitor.plugins import Context, Plugin
 from messaging.siteconfig import SiteConfig, SitePaths, effective, read_defaults, update_site
 
@@ -56,7 +58,8 @@ class ZookeeperPlugin(Plugin):
 
     def handle(self, key: str, request: dict[str, Any], context: Context) -> dict[str, Any]:
         paths = SitePaths(context.settings.zk_root)
-        domain = domain_of_host(request["domain"])
+        domain = check_host(request["domain"].strip().rstrip(".").lower()) if request.get("host") else \
+            domain_of_host(request["domain"])
         config = _retry()(update_site, context.zk(), paths, domain, change_for(request))
         return {"action": request["action"], "domain": domain, "path": paths.site(domain),
                 "site": {"rate": config.rate, "window": config.window, "blacklisted": config.blacklisted},

@@ -1,0 +1,66 @@
+"""Queue partition by host, domain or IP, and a host whose robots.txt is unreachable (issue 37, item 2), as the
+site's access log shows it.
+
+Three pairs of hosts, each of one registered domain — ``ok`` and ``bad``, whose robots.txt answers 500 — are
+crawled by two workers, each pair in a partition of its own (the crawls' rule field ``partition``): by host
+(example.org), by registered domain (example.net: both hosts in one queue and one pace) and by IP (example.com:
+both hosts on one loopback address of their own, 127.37.0.3, so one queue again). The bad hosts' start pages wait
+at the head of those queues, and whatever the partition only their own URLs are held back: each ok crawl is fetched
+at its site's full pace (5 per second) and finishes, while nothing but robots.txt is ever asked of a bad host."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import pytest
+
+from bench.throttle import max_in_window
+from messaging import keys
+from messaging.siteconfig import Rate
+from tests.plugins.paced_site import paced_site
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+RATE = Rate(5, 1)
+PAGES = 15
+PAIRS = {"host": "example.org", "domain": "example.net", "ip": "example.com"}
+IP_ADDRESS = "127.37.0.3"
+RULE = {"rules": [{"allow": r"/p/[0-9]+\.html$", "follow": True, "extract": {"title": "//h1"}}],
+        "required": ["title"]}
+
+
+def test_an_unreachable_robots_txt_holds_back_only_its_hosts_urls_in_every_partition(fleet: Any, procs: Any,
+                                                                                     tmp_path: Path) -> None:
+    hosts = {f"{kind}.{domain}": IP_ADDRESS if mode == "ip" else "" for mode, domain in PAIRS.items()
+             for kind in ("bad", "ok")}
+    site = paced_site(procs, tmp_path / "site", hosts, fleet.env,
+                      robots_status={f"bad.{domain}": 500 for domain in PAIRS.values()})
+    site.serve_fleet(fleet)
+    fleet.start(universal_workers=2, rate=RATE)
+    # the bad hosts first: their start pages are at the head of the shared queues when the ok pages land
+    fleet.submit(*({"userid": "part", "crawlid": f"bad-{mode}", "spider_type": "universal",
+                    "url": site.url(f"bad.{domain}"), "rule": {**RULE, "partition": mode}}
+                   for mode, domain in PAIRS.items()))
+    fleet.submit(*({"userid": "part", "crawlid": f"ok-{mode}", "spider_type": "universal", "max_pages": PAGES,
+                    "url": site.url(f"ok.{domain}"), "rule": {**RULE, "partition": mode}}
+                   for mode, domain in PAIRS.items()))
+    events = fleet.wait_finished([f"ok-{mode}" for mode in PAIRS], 180)
+
+    queued = {mode: [key for key in fleet.redis.smembers(keys.crawl_domains(f"ok-{mode}"))] for mode in PAIRS}
+    assert queued == {"host": [b"ok.example.org"], "domain": [b"example.net"], "ip": [IP_ADDRESS.encode()]}
+    log = site.log()
+    for mode, domain in PAIRS.items():
+        assert events[f"ok-{mode}"]["pages"] >= PAGES, (mode, events[f"ok-{mode}"])
+        asked = {path for _, host, path in log if host == f"bad.{domain}"}
+        assert asked == {"/robots.txt"}, (mode, asked)
+        assert fleet.redis.hget(keys.crawl(f"bad-{mode}"), "pages") in (None, b"0")
+        pages = sorted(at for at, host, path in log if host == f"ok.{domain}" and path != "/robots.txt")
+        gaps = [later - earlier for earlier, later in pairwise(pages)]
+        # the site's full pace: a page every 0.2 s (the bad host's robots.txt retries share it in the domain and
+        # IP partitions), and never more than its rate in a second
+        assert median(gaps) <= 2 * RATE.spacing, (mode, [round(gap, 3) for gap in gaps])
+        shared = sorted(at for at, host, _ in log if host in (f"ok.{domain}", f"bad.{domain}"))
+        assert max_in_window(shared if mode != "host" else pages, RATE.window) <= RATE.hits, mode
