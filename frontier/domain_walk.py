@@ -78,7 +78,7 @@ class DomainWalk(_Walk):
         min_empty_backoff: float = 0.05,
         max_empty_backoff: float = 1.0,
         max_sleep: float = 1.0,
-        on_removed: Callable[[list[Task]], None] | None = None,
+        on_removed: Callable[[list[Task], str], None] | None = None,
     ) -> None:
         self.take = take
         self.domains = domains
@@ -88,7 +88,8 @@ class DomainWalk(_Walk):
         self.min_empty_backoff = min_empty_backoff
         self.max_empty_backoff = max_empty_backoff
         self.max_sleep = max_sleep
-        self.on_removed = on_removed  # tasks dropped by the step (robots, blacklist): the caller completes them
+        self.on_removed = on_removed  # tasks dropped by the step (robots, blacklist) and their queue: the caller
+        # completes them
         self.skips: Counter[str] = Counter()  # by reason: an outcome of the step, or "waiting" (known closed)
         self.wake_in = 0.0  # after a fruitless poll: seconds until the earliest domain may open
         self._ring: list[str] = []
@@ -152,7 +153,7 @@ class DomainWalk(_Walk):
             result = self.take(domain)
             now = self.clock.now()
             if result.removed and self.on_removed is not None:
-                self.on_removed(result.removed)
+                self.on_removed(result.removed, domain)
             if result.outcome == Outcome.TAKEN:
                 self._ready_at.pop(domain, None)
                 self._empty_backoff.pop(domain, None)
@@ -196,7 +197,7 @@ class ReadyWalk(_Walk):
         reconcile_seconds: float = 60.0,
         reconcile_tick: float = 1.0,
         max_batches: int = 4,
-        on_removed: Callable[[list[Task]], None] | None = None,
+        on_removed: Callable[[list[Task], str], None] | None = None,
         take_group: Callable[[list[str]], list[TakeResult]] | None = None,
         group: int = 1,
     ) -> None:
@@ -258,7 +259,7 @@ class ReadyWalk(_Walk):
         if result.removed:
             self.lost += len(result.removed)
             if self.on_removed is not None:
-                self.on_removed(result.removed)
+                self.on_removed(result.removed, domain)
         if result.outcome != Outcome.TAKEN:
             self._closed(domain, result)
             return

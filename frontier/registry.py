@@ -157,9 +157,10 @@ class WorkerRegistry:
         """My item store refuses writes (``state``), or takes them again (``None``): ``messaging.storage``."""
         storage.report(self.redis, job, state)
 
-    def record_completion(self, job: str, tasks: Sequence[Task] | int, now: float | None = None) -> int:
+    def record_completion(self, job: str, tasks: Sequence[Task] | int, now: float | None = None,
+                          domain: str | None = None) -> int:
         """Count completed tasks; see :func:`record_completion`."""
-        return record_completion(self.redis, job, tasks, now if now is not None else _clock_now(self.clock))
+        return record_completion(self.redis, job, tasks, now if now is not None else _clock_now(self.clock), domain)
 
     def leave(self, job: str, now: float | None = None) -> bool:
         """Clean shutdown: retire the job at once, so that the master requeues what it still holds."""
@@ -247,14 +248,17 @@ def is_retired(redis: Any, job: str) -> bool:
     return redis.zscore(keys.RETIRED_WORKERS, job) is not None
 
 
-def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: float | None = None) -> int:
+def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: float | None = None,
+                      domain: str | None = None) -> int:
     """Count tasks the job completed (their leases were acknowledged): the ack path calls this.
 
-    With tasks (not a bare number) each one also leaves its crawl's pending count of its domain
-    (``pending:{<domain>}``; the master declares a crawl finished when every count is zero). Call it only for
-    tasks whose ack succeeded, exactly once: a crash between ack and this call leaves a count too high (the crawl
-    is then not declared finished), never too low. The completion counts for the job's weight in the minute of
-    ``now`` (default: the Redis clock), which is marked busy. Raises :class:`Fenced` when the job is retired (the
+    With tasks (not a bare number) each one also leaves its crawl's pending count of its queue's key
+    (``pending:{<domain>}``: ``domain``, the queue the tasks left, or by default each task's registered domain —
+    a crawl partitioned by host or address counts under those keys, ``master.placement``; the master declares a
+    crawl finished when every count is zero). Call it only for tasks whose ack succeeded, exactly once: a crash
+    between ack and this call leaves a count too high (the crawl is then not declared finished), never too low.
+    The completion counts for the job's weight in the minute of ``now`` (default: the Redis clock), which is marked
+    busy. Raises :class:`Fenced` when the job is retired (the
     domain counts are still released: the acknowledged tasks did leave).
     """
     n = tasks if isinstance(tasks, int) else len(tasks)
@@ -263,7 +267,7 @@ def record_completion(redis: Any, job: str, tasks: Sequence[Task] | int, now: fl
     if not isinstance(tasks, int):
         by_domain: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for task in tasks:
-            by_domain[task.domain][task.crawlid] += 1
+            by_domain[domain or task.domain][task.crawlid] += 1
         done = DONE.on(redis)
         pipe = redis.pipeline(transaction=False)
         for domain, crawls in by_domain.items():

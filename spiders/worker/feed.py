@@ -46,7 +46,6 @@ from frontier.adaptive import AdaptiveDelay, Sample
 from frontier.client import FrontierClient, Lease, SendSlot
 from frontier.registry import Fenced, WorkerInfo, WorkerRegistry
 from messaging.clock import Clock, MonotonicClock
-from messaging.counts import ROBOTS
 from messaging.domains import authority, domain_of
 from messaging.outage import OutageLog
 from messaging.settings import Settings, default
@@ -399,12 +398,12 @@ class TaskFeed:
         for (token, _, _, ip), got in zip(wanted, reservations, strict=True):
             self.listener.slot_reserved(token, got.send_slot(now, ip, redis_time.offset))
 
-    def _removed(self, tasks: list[Task], reason: str = ROBOTS) -> None:
-        """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) are counted by reason in their
-        crawl's exact counts (:mod:`messaging.counts`), then leave its pending counts."""
+    def _removed(self, tasks: list[Task], reason: str, domain: str) -> None:
+        """Tasks the step dropped unfetched (robots.txt disallow, blacklisted domain) from the queue ``domain`` are
+        counted by reason in their crawl's exact counts (:mod:`messaging.counts`), then leave its pending counts."""
         if tasks:
             self.committer.count_unfetched(tasks, reason)
-            self.registry.record_completion(self.info.job, tasks)
+            self.registry.record_completion(self.info.job, tasks, domain=domain)
 
     def _commit_some(self) -> None:
         batch: list[Finished] = []

@@ -45,10 +45,11 @@ class FeedTake:
     """Takes the job's tasks through the frontier's client for the feed thread (not thread-safe: that thread only).
 
     ``room()`` is the prefetch's free places (CRAWLFLEET_PREFETCH minus the tasks leased and not yet sent);
-    ``on_removed(tasks, reason)`` gets the tasks a step dropped unfetched (robots.txt, a blacklisted domain)."""
+    ``on_removed(tasks, reason, queue)`` gets the tasks a step dropped unfetched (robots.txt, a blacklisted domain)
+    and the queue (its key) they left."""
 
     def __init__(self, frontier: FrontierClient, leases: LeaseKeeper, clock: Clock, room: Callable[[], int],
-                 on_removed: Callable[[list[Task], str], None], *, idle_poll: float, reconcile_seconds: float,
+                 on_removed: Callable[[list[Task], str, str], None], *, idle_poll: float, reconcile_seconds: float,
                  proxies: Any = None) -> None:
         self.frontier = frontier
         self.leases = leases
@@ -165,7 +166,7 @@ class FeedTake:
         offset = self.redis_time.offset
         last = results[-1]
         if results[0].outcome == Outcome.BLACKLISTED and results[0].removed:
-            self.on_removed(results[0].removed, BLACKLISTED)
+            self.on_removed(results[0].removed, BLACKLISTED, results[0].domain)
             results[0].removed = []
         if results[0].lease is not None and last.outcome in Outcome.WAITING:
             results[0].wait = last.wait  # the batch ended on a refusal: the domain is due when it said
@@ -184,5 +185,5 @@ class FeedTake:
                 self.walk.lost += 1  # the walk counts its own lease; the batch's others leave the gauges here
         return results[0]
 
-    def _robots_removed(self, tasks: list[Task]) -> None:
-        self.on_removed(tasks, ROBOTS)
+    def _robots_removed(self, tasks: list[Task], domain: str) -> None:
+        self.on_removed(tasks, ROBOTS, domain)

@@ -152,7 +152,7 @@ class _DisallowPrivate:
     """robots.txt's verdict as the robots cache gives it (``frontier.robots_cache.RobotsCache.allowed``): this site
     disallows ``/private/``. The cache itself is tested on a real site (test_robots_cache, e2e test_robots)."""
 
-    def allowed(self, url: str, user_agent: str) -> bool:
+    def allowed(self, url: str, user_agent: str, domain: str | None = None) -> bool:
         return "/private/" not in url
 
     def pending_wait(self, url: str) -> float:
@@ -189,7 +189,7 @@ def test_pages_left_out_are_counted_by_reason_and_shown_on_the_crawl_page(cf: An
     assert [r.lease.task.url for r in taken if r is not None and r.lease] == ["http://site.test/open"]
     # the same disallowed URL dropped again (queued twice, e.g. by a re-delivered parent): counted once
     redis.hincrby(keys.pending_domain("site.test"), CRAWL, 1)
-    feed._removed([private[0]])
+    feed._removed([private[0]], ROBOTS, "site.test")
     _commit(cf, "job-a", [(start, 0, NOINDEX), (start.child("http://site.test/gone"), 0, "HTTP 404")])
     redis.hset(keys.crawl_reasons(CRAWL), mapping={"dropped: DropItem": 3, "HTTP 404": 1})
     counts = read_counts(redis, CRAWL)

@@ -145,7 +145,7 @@ def test_removed_tasks_are_handed_to_the_caller() -> None:
     results = iter([TakeResult(Outcome.DISALLOWED, "x.com", removed=dropped),
                     TakeResult(Outcome.EMPTY, "x.com")])
     walk = DomainWalk(lambda domain: next(results), lambda: ["x.com"], clock=clock, sleep=clock.advance,
-                      on_removed=removed.extend)
+                      on_removed=lambda tasks, _: removed.extend(tasks))
     assert walk.poll() is None
     assert walk.wake_in == 0.0  # disallowed URLs were dropped: ask again at once
     assert walk.poll() is None

@@ -214,7 +214,7 @@ def test_tasks_dropped_unfetched_are_handed_over_and_leave_the_gauge() -> None:
     index.land("x.com", 2)
     sites.queues["x.com"] = 0
     walk = ReadyWalk(lambda domain: next(results), index, clock=clock, sleep=clock.advance,
-                     on_removed=removed.extend)
+                     on_removed=lambda tasks, _: removed.extend(tasks))
     assert walk.poll() is None
     assert walk.poll() is None
     assert removed == ["t1", "t2"] and index.gauge == 0 and index.scores == {}
