@@ -23,8 +23,9 @@ downloader (``engine.download_async``: downloader middlewares only, so proxies, 
   nearer the time; a slot missed (the reactor was busy) is withdrawn and another reserved, as for a page
   (:mod:`spiders.worker.gate`). The claim is kept meanwhile; the fetch's time limit counts from the send.
 
-Storing (a Redis call) runs in a thread; the feed is then told, and asks the host's domain again at once (its walk
-does not poll a fetch of its own: :data:`frontier.robots_cache.MINE_WAIT`).
+Storing (a Redis call) runs in a thread; the feed is then told, and asks again at once the queues whose tasks of
+the host waited for it — its domain, the host, its address: the crawls' partitions — (its walk does not poll a fetch
+of its own: :data:`frontier.robots_cache.MINE_WAIT`).
 
 :class:`RobotsFetcher` makes the cache it fetches for (:attr:`RobotsFetcher.cache`, which the politeness rules ask)
 and is started on the reactor once the worker runs (:meth:`RobotsFetcher.start`: the download's byte count and the
