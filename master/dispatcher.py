@@ -136,7 +136,8 @@ class Dispatcher:
         ``addresses``: the hosts' addresses, for crawls partitioned by IP (default: the system resolver)."""
         self.redis = redis
         self.config = config or DispatchConfig()
-        self.partitioner = Partitioner(redis, self.config.partition, addresses)  # each task's queue key
+        self.partitioner = Partitioner(redis, self.config.partition, addresses,  # each task's queue key
+                                       blacklisted=sites.is_blacklisted if sites is not None else None)
         self.registry = registry or WorkerRegistry(redis)
         self.reader = FrontierReader(redis)  # what the jobs hold (the frontier's queues and leases)
         self.staging = Staging(redis, epoch)

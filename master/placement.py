@@ -10,7 +10,7 @@ time waits in ``seeds`` for the next round, the dispatch loop never waits for a 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +64,17 @@ class Partitioner:
     know) and remembered."""
 
     def __init__(self, redis: Any, default: str = DOMAIN, addresses: AddressCache | None = None,
-                 limit: int = 100_000) -> None:
+                 limit: int = 100_000, blacklisted: Callable[[str], bool] | None = None) -> None:
+        """``blacklisted(name)``: whether a host (or its domain) is blacklisted (the site configs the workers
+        apply); such a host of a crawl partitioned by IP is keyed by its name, not its address, so that the
+        worker's take drops its queue as blacklisted instead of fetching it among the address's other sites."""
         if default not in PARTITIONS:
             raise ValueError(f"CRAWLFLEET_PARTITION: {default!r} is not one of {', '.join(PARTITIONS)}")
         self.redis = redis
         self.default = default
         self._addresses = addresses
         self.limit = limit
+        self.blacklisted = blacklisted
         self._modes: dict[str, str] = {}  # crawlid -> its partition
 
     @property
@@ -107,6 +111,8 @@ class Partitioner:
         if mode == HOST:
             return partition_key(url, HOST)
         host = host_of(url)
+        if self.blacklisted is not None and self.blacklisted(host):
+            return partition_key(url, HOST)
         address = self.addresses.address(host)
         return None if address is None else partition_key(url, IP, address)
 

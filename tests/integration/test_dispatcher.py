@@ -279,3 +279,35 @@ def test_each_crawl_is_queued_by_its_own_partition_and_the_shares_follow(cf, tmp
                       "127.37.0.1": {"by-ip"}}
     # shares of 3 s of hits: example.com 60/min -> 3, a.example.com (the domain's rate) 3, b.example.com 30/min -> 2
     assert [redis.zcard(keys.queue("w", key)) for key in ("example.com", "a.example.com", "b.example.com")] == [3, 3, 2]
+
+
+def test_a_blacklisted_host_of_a_crawl_partitioned_by_ip_is_keyed_by_its_name(cf, tmp_path) -> None:
+    """A blacklisted host among an address's sites is queued under its own name, where the worker's take drops it as
+    blacklisted (its config or its domain's), instead of among the address's other sites, where it would be fetched."""
+    from deploy.procs import wait_for
+    from frontier.config_watch import StaticSiteConfig
+    from frontier.politeness import Politeness
+    from messaging.hostmap import AddressCache, HostMap
+    from messaging.siteconfig import Rate, SiteConfig
+
+    redis = cf.redis()
+    redis.hset(keys.crawl("by-ip"), mapping={"partition": "ip"})
+    push_seeds(redis, [Task(url=f"http://{host}.example.com/1", crawlid="by-ip", spider_type="list")
+                       for host in ("a", "b")])
+    with_history(redis, "w", 6000)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.37.0.1 a.example.com b.example.com\n")
+    addresses = AddressCache(HostMap.from_file(hosts))
+    sites = StaticSiteConfig(Rate(6000, 60), {"b.example.com": SiteConfig(blacklisted=True)})
+    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(), sites=sites,
+                            addresses=addresses)
+    try:
+        dispatcher.round(T0)
+        wait_for(lambda: addresses.address("a.example.com"), 5, "the master's resolution")
+        dispatcher.round(T0 + 1)
+    finally:
+        addresses.close()
+    assert [Task.decode(m).url for m in redis.zrange(keys.queue("w", "127.37.0.1"), 0, -1)] == \
+        ["http://a.example.com/1"]
+    assert redis.zcard(keys.queue("w", "b.example.com")) == 1
+    assert Politeness(sites).is_blacklisted("b.example.com") and not Politeness(sites).is_blacklisted("127.37.0.1")
