@@ -111,12 +111,9 @@ def domain_of_host(host: str) -> str:
     """The domain of a host name or IP address."""
     host = host.strip().rstrip(".").lower()
     check_host(host)
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        pass
-    else:
-        return host.strip("[]")
+    address = ip_literal(host)
+    if address is not None:
+        return address
     parts = _extract(host)
     if parts.suffix and parts.domain:
         return f"{parts.domain}.{parts.suffix}"
@@ -146,7 +143,7 @@ def partition_key(url: str, mode: str, address: str | None = None) -> str:
     if mode == DOMAIN:
         return domain_of(url)
     host = host_of(url)
-    if _is_ip(host):
+    if is_ip(host):
         return domain_of_host(host)  # the address itself, without IPv6 brackets
     check_host(host)
     return address if mode == IP and address else host
@@ -154,12 +151,13 @@ def partition_key(url: str, mode: str, address: str | None = None) -> str:
 
 def is_ip(name: str) -> bool:
     """Whether a key or host name is an IP address (a key of the partition by IP, or an IP host)."""
-    return _is_ip(name)
+    return ip_literal(name) is not None
 
 
-def _is_ip(name: str) -> bool:
+def ip_literal(name: str) -> str | None:
+    """The address a host name that is an IP literal names (without IPv6 brackets), else ``None``."""
     try:
         ipaddress.ip_address(name.strip("[]"))
     except ValueError:
-        return False
-    return True
+        return None
+    return name.strip("[]")

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from messaging.domains import ip_literal
 from messaging.settings import Settings, load
 
 __all__ = ["AddressCache", "HostMap", "load_hostmap", "parse_hosts", "resolve_host"]
@@ -178,12 +179,9 @@ class AddressCache:
 
     def address(self, host: str) -> str | None:
         """The address of ``host`` (see the class docstring); ``None`` while its first resolution runs."""
-        try:
-            ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            pass
-        else:
-            return host.strip("[]")
+        literal = ip_literal(host)
+        if literal is not None:
+            return literal
         known = self._known.get(host)
         if known is not None and known[1] > self.clock():
             return known[0]

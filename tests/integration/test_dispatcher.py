@@ -243,14 +243,30 @@ def test_a_crawl_of_ones_own_spider_goes_to_its_own_workers_only(cf) -> None:
     assert [Task.decode(m).url for m in members] == ["http://shop.test/a", "http://shop.test/b"]
 
 
+def dispatch_resolved(redis, tmp_path, sites, config: DispatchConfig) -> None:
+    """Two rounds of a dispatcher whose host map puts a.example.com and b.example.com on 127.37.0.1: the first
+    starts the resolution (a task of a new host waits), the second places them."""
+    from deploy.procs import wait_for
+    from messaging.hostmap import AddressCache, HostMap
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.37.0.1 a.example.com b.example.com\n")
+    addresses = AddressCache(HostMap.from_file(hosts))
+    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), config, sites=sites, addresses=addresses)
+    try:
+        dispatcher.round(T0)
+        wait_for(lambda: addresses.address("a.example.com"), 5, "the master's resolution")
+        dispatcher.round(T0 + 1)
+    finally:
+        addresses.close()
+
+
 def test_each_crawl_is_queued_by_its_own_partition_and_the_shares_follow(cf, tmp_path) -> None:
     """Issue 37, item 2: the queue key of a task is its registered domain, its host or its host's address, as its
     crawl's rule says (the fleet's CRAWLFLEET_PARTITION without one); the address is resolved off the dispatch loop
     (a task whose host is new waits one round); a site's share of the queues is counted per key, with a host's rate
     from its own site config else its domain's."""
-    from deploy.procs import wait_for
     from frontier.config_watch import StaticSiteConfig
-    from messaging.hostmap import AddressCache, HostMap
     from messaging.siteconfig import Rate, SiteConfig
 
     redis = cf.redis()
@@ -260,19 +276,9 @@ def test_each_crawl_is_queued_by_its_own_partition_and_the_shares_follow(cf, tmp
     for crawlid in ("by-domain", "by-host", "by-ip"):
         push_seeds(redis, [Task(url=url, crawlid=crawlid, spider_type="list") for url in urls])
     with_history(redis, "w", 6000)
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.37.0.1 a.example.com b.example.com\n")
-    addresses = AddressCache(HostMap.from_file(hosts))
     sites = StaticSiteConfig(Rate(6000, 60), {"example.com": SiteConfig(rate=60, window=60),
                                               "b.example.com": SiteConfig(rate=30, window=60)})
-    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(site_minutes=0.05),
-                            sites=sites, addresses=addresses)
-    try:
-        dispatcher.round(T0)
-        wait_for(lambda: addresses.address("a.example.com"), 5, "the master's resolution")
-        dispatcher.round(T0 + 1)
-    finally:
-        addresses.close()
+    dispatch_resolved(redis, tmp_path, sites, DispatchConfig(site_minutes=0.05))
     by_key = {key: {Task.decode(m).crawlid for m in redis.zrange(keys.queue("w", key), 0, -1)}
               for key in ("example.com", "a.example.com", "b.example.com", "127.37.0.1")}
     assert by_key == {"example.com": {"by-domain"}, "a.example.com": {"by-host"}, "b.example.com": {"by-host"},
@@ -284,10 +290,8 @@ def test_each_crawl_is_queued_by_its_own_partition_and_the_shares_follow(cf, tmp
 def test_a_blacklisted_host_of_a_crawl_partitioned_by_ip_is_keyed_by_its_name(cf, tmp_path) -> None:
     """A blacklisted host among an address's sites is queued under its own name, where the worker's take drops it as
     blacklisted (its config or its domain's), instead of among the address's other sites, where it would be fetched."""
-    from deploy.procs import wait_for
     from frontier.config_watch import StaticSiteConfig
     from frontier.politeness import Politeness
-    from messaging.hostmap import AddressCache, HostMap
     from messaging.siteconfig import Rate, SiteConfig
 
     redis = cf.redis()
@@ -295,18 +299,8 @@ def test_a_blacklisted_host_of_a_crawl_partitioned_by_ip_is_keyed_by_its_name(cf
     push_seeds(redis, [Task(url=f"http://{host}.example.com/1", crawlid="by-ip", spider_type="list")
                        for host in ("a", "b")])
     with_history(redis, "w", 6000)
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.37.0.1 a.example.com b.example.com\n")
-    addresses = AddressCache(HostMap.from_file(hosts))
     sites = StaticSiteConfig(Rate(6000, 60), {"b.example.com": SiteConfig(blacklisted=True)})
-    dispatcher = Dispatcher(redis, int(redis.incr(keys.MASTER_EPOCH)), DispatchConfig(), sites=sites,
-                            addresses=addresses)
-    try:
-        dispatcher.round(T0)
-        wait_for(lambda: addresses.address("a.example.com"), 5, "the master's resolution")
-        dispatcher.round(T0 + 1)
-    finally:
-        addresses.close()
+    dispatch_resolved(redis, tmp_path, sites, DispatchConfig())
     assert [Task.decode(m).url for m in redis.zrange(keys.queue("w", "127.37.0.1"), 0, -1)] == \
         ["http://a.example.com/1"]
     assert redis.zcard(keys.queue("w", "b.example.com")) == 1
