@@ -22,9 +22,9 @@ site saw more hits in a window than the cluster had counted. Now the step hands 
 which the hit was recorded (``Lease.not_before``), and the worker's scheduler hands the request to the downloader
 no earlier than the slot and no later than ``Lease.slack`` after it less the request's way to the site (0.1 s, at
 most half the slack: ``spiders.worker.gate.admission``; the slack: a fifth of the spacing, at least
-CRAWLFLEET_PACE_SLACK and at least
-CRAWLFLEET_PACE_SLACK_SHARE of the site's window: a busy worker's leases wait a tenth of a second or more for the
-downloader, and a slack shorter than that wait would make most of them miss their slot and reserve again). The slot
+CRAWLFLEET_PACE_SLACK and at least CRAWLFLEET_PACE_SLACK_SHARE of the site's window plus that way out: a busy
+worker's leases wait a tenth of a second or more for the downloader, and a slack shorter than that wait would make
+most of them miss their slot and reserve again). The slot
 is put on the worker's clock with the offset of the fastest recent replies (``messaging.clock.RedisTimeMap``), not
 with that of the reply that carried it, which may have been read late. A request that missed its span withdraws
 its hit and reserves a new slot
@@ -68,6 +68,7 @@ logger = logging.getLogger(__name__)
 
 STATS_MODULE = "politeness"
 US = 1_000_000
+WAY_OUT = 0.1  # seconds a request handed to the downloader may take to reach the site (at most half its slack)
 
 
 class Tally:
@@ -135,9 +136,12 @@ class Politeness:
 
     def slack_floor(self, rate: Rate) -> int:
         """The least slack (microseconds) of a hit at this rate: CRAWLFLEET_PACE_SLACK, or the share
-        CRAWLFLEET_PACE_SLACK_SHARE of the window when that is longer (the scripts raise it to a fifth of the spacing).
-        It depends on the rate alone, so every hit of a site has the same slack and the windows' check stays exact."""
-        return int(max(self.slack, rate.window * self.slack_share) * US)
+        CRAWLFLEET_PACE_SLACK_SHARE of the window plus the request's way out (:data:`WAY_OUT`) when that is longer
+        (the scripts raise it to a fifth of the spacing): the share is the time a request may wait for the
+        downloader, the way out comes on top, so a busy worker's requests keep the whole share to leave in. It
+        depends on the rate alone, so every hit of a site has the same slack and the windows' check stays exact."""
+        share = rate.window * self.slack_share
+        return int(max(self.slack, share + WAY_OUT if share > 0 else 0.0) * US)
 
     def pace(self, domain: str) -> Pace:
         """The pacing of the domain's next hit (read at every step: a rate changed live applies at once)."""

@@ -314,10 +314,12 @@ define("CRAWLFLEET_PACE_SLACK", 0.1,
        "be handed out later takes a new slot. Windows are checked this much wider, so the site never sees more "
        "than its rate in any window.", group="politeness", parse=float)
 define("CRAWLFLEET_PACE_SLACK_SHARE", 0.01,
-       "Least slack as a share of the site's window (0.01: 0.6 s for a 60-s window), when that is more than "
+       "Least time a request may wait for the downloader after its slot, as a share of the site's window (0.01: "
+       "0.6 s for a 60-s window); its slack is that plus its way out to the site (0.1 s), when that is more than "
        "CRAWLFLEET_PACE_SLACK and a fifth of the spacing: a busy worker's leases wait 0.1-0.3 s for the downloader, "
        "and a shorter slack makes them miss their slot and reserve another (a Redis call and a delay each). It costs "
-       "a site at most this share of its rate (windows are checked that much wider); 0 turns it off.",
+       "a site at most this share of its rate and 0.1 s of its window (windows are checked that much wider); 0 "
+       "turns it off.",
        group="politeness", parse=float)
 define("CRAWLFLEET_ADAPTIVE_TARGET_CONCURRENCY", 1.0,
        "Adaptive sites (site config \"adaptive\": true): requests the site should be serving at once for the whole "

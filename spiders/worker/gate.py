@@ -3,11 +3,13 @@ blocked (reactor thread only; no Redis here: slots are reserved by the feed thre
 
 - A leased task's request carries the **slot** its politeness step recorded the hit at (``meta["fleet_slot"]``, a
   :class:`frontier.client.SendSlot` on this process's clock): it is handed to the downloader no earlier than the
-  slot and no later than its slack after it less the request's way out (:data:`WAY_OUT`, at most half the slack:
-  :func:`admission`); too early, it is held until then. The windows count every hit as reaching the site within
-  the whole slack (``frontier/lua/pace.lua``), and the way out is the engine, the downloader's middlewares, a
-  connection, the reactor's next write — which waits for whatever callback runs (a page parsed) and, on a loaded
-  host, for the CPU (up to 95 ms seen on a 2-core machine running three times its cores' load).
+  slot and no later than its slack after it less the request's way out (:data:`frontier.politeness.WAY_OUT`, at
+  most half the slack: :func:`admission`); too early, it is held until then. The windows count every hit as
+  reaching the site within the whole slack (``frontier/lua/pace.lua``; the slack has the way out on top of the
+  time a request may wait for the downloader, ``frontier.politeness.Politeness.slack_floor``), and the way out is
+  the engine, the downloader's middlewares, a connection, the reactor's next write — which waits for whatever
+  callback runs (a page parsed) and, on a loaded host, for the CPU (up to 95 ms seen on a 2-core machine running
+  three times its cores' load).
 - A request that would leave later (the downloader was busy) withdraws its hit and asks the feed for a new slot,
   and so does every follow-up (a redirect or a retry is one more hit on the site), which has no slot of its own. A
   new slot is asked for only while fewer are being asked for than the downloader has free places (the others wait,
@@ -31,13 +33,13 @@ from typing import Any, Protocol
 from scrapy import Request
 
 from frontier.client import SendSlot
+from frontier.politeness import WAY_OUT
 from messaging.clock import Clock
 from messaging.domains import DOMAIN, IP, domain_of, host_of, is_ip, partition_key
 
 # Where a request's hits are counted (issue 37, item 2): the queue key of its lease, and the host it was made for.
 KEY_META, KEY_HOST_META, PARTITION_META = "fleet_key", "fleet_key_host", "fleet_partition"
 REASK_SECONDS = 1.0  # a follow-up whose slot is far ahead asks again this often (a rate raised live applies)
-WAY_OUT = 0.1  # seconds a request handed to the downloader may take to reach the site (at most half its slack)
 EARLY, ON_TIME, LATE = "early", "on time", "late"
 
 
