@@ -141,6 +141,12 @@ def test_site_changes_go_to_zookeeper_with_compare_and_set(cf, monitor):
     unlisted = {"action": "blacklist-remove", "userid": "alice", "domain": "example.co.uk", "uuid": "b2"}
     ask(cf, running, keys.zk_request("blacklist-remove", "example.co.uk", "alice", "b2"), unlisted)
     assert not read_site(zk, paths, "example.co.uk").blacklisted
+    # "host": true configures the host alone (a crawl partitioned by host applies it), not its registered domain
+    hosted = {"action": "rate", "userid": "alice", "domain": "API.example.co.uk.", "rate": 120, "window": 60,
+              "host": True, "uuid": "h1"}
+    answer = ask(cf, running, keys.zk_request("rate", "api.example.co.uk", "alice", "h1"), hosted)
+    assert answer["domain"] == "api.example.co.uk" and answer["path"] == paths.site("api.example.co.uk")
+    assert read_site(zk, paths, "api.example.co.uk").rate == 120 and read_site(zk, paths, "example.co.uk").rate is None
 
 
 def test_stats_report_counters_alive_hosts_and_crawler_statuses(cf, monitor):
