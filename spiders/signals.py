@@ -16,8 +16,8 @@ domain_blocked = object()
 download_samples = object()
 """Downloads ended (``spiders.middlewares.adaptive``, a batch every quarter of a second at most): kwarg ``samples``,
 a list of ``(site, latency, status, error)``: the queue key the hit counted on (``spiders.worker.gate.site_of``: a
-domain, a host or an address, as the crawl is partitioned), latency in seconds, status 0 for no response, error for a 5xx, a timeout
-or a connection error. The scheduler reports those of adaptive sites to the cluster's shared delay
+domain, a host or an address, as the crawl is partitioned), latency in seconds, status 0 for no response, error for
+a 5xx, a timeout or a connection error. The scheduler reports those of adaptive sites to the cluster's shared delay
 (``frontier.adaptive``)."""
 
 item_stored = object()
