@@ -39,8 +39,8 @@ from messaging.clients import redis_client
 from messaging.domains import domain_of
 from messaging.metrics import MetricsEndpoint, serve_metrics
 from spiders.fleet_settings import crawlfleet_settings
-from spiders.worker.output import meta_of
 from spiders.worker.gate import site_of
+from spiders.worker.output import meta_of
 
 logger = logging.getLogger(__name__)
 MODULE = modules.CRAWLER

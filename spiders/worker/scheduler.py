@@ -64,8 +64,8 @@ from spiders.worker.build import Worker, build_worker
 from spiders.worker.crawls import CrawlInfo
 from spiders.worker.gate import KEY_HOST_META, KEY_META, PARTITION_META, SendGate
 from spiders.worker.own import Traveller
-from spiders.worker.start import StartOnce
 from spiders.worker.robots import RobotsHit
+from spiders.worker.start import StartOnce
 from spiders.worker.take import Leased
 from spiders.worker.tracker import TaskTracker
 
