@@ -51,8 +51,9 @@ def crawl_fields(data: dict[str, Any]) -> list[Any]:
         fields += [CrawlFields.COOKIE, json.dumps(data["cookie"], sort_keys=True, ensure_ascii=False)]
     if "notify" in data:
         fields += [CrawlFields.NOTIFY, json.dumps(data["notify"], sort_keys=True, ensure_ascii=False)]
-    if isinstance(data["rule"], dict) and "partition" in data["rule"]:  # read by the dispatcher (master.placement)
-        fields += [CrawlFields.PARTITION, data["rule"]["partition"]]
+    rule = data.get("rule")  # one's own spider's crawl has none: CRAWLFLEET_PARTITION applies
+    if isinstance(rule, dict) and "partition" in rule:  # read by the dispatcher (master.placement)
+        fields += [CrawlFields.PARTITION, rule["partition"]]
     return fields
 
 
