@@ -45,7 +45,7 @@ def redis_client(settings: Settings | None = None, **kwargs: Any) -> RedisClient
     check-and-add "seen" for what the first one marked, a second take leases another task. So the error reaches the
     caller, whose own retry knows what is safe to repeat (the worker's commit: ``spiders.worker.commit``; every loop
     retries through ``messaging.outage.OutageLog``). ``Redis.from_url`` connections retry nothing, but
-    ``redis.Redis()``'s default re-sends a call up to ten times (the script of ``tests/integration/
+    ``redis.Redis()``'s default re-sends a call up to ten times (the script of ``tests/e2e/
     test_redis_client.py`` then ran nine times): the policy is written here, not left to a library default. A
     connection that failed is dropped (redis-py disconnects it); an idle pooled one whose server closed it (Redis
     restarted) is replaced by the pool before anything is written to it (``get_connection`` sees the closed

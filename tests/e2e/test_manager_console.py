@@ -17,8 +17,8 @@ import pytest
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
 from messaging.siteconfig import Rate, SitePaths, read_site
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.e2e.test_manager_pages import WAIT
-from tests.integration.test_manager_api import ManagerProcess
 from tests.plugins.browser import ARTIFACTS, alert_open, console_errors, downloaded, shot
 from tests.plugins.services import Processes
 

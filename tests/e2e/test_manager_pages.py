@@ -16,7 +16,7 @@ import pytest
 
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.browser import alert_open, shot
 from tests.plugins.services import Processes
 

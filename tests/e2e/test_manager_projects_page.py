@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from deploy.procs import wait_for
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.browser import alert_open, console_errors, shot
 from tests.plugins.scrapy_project import build_egg, write_project
 from tests.plugins.services import Isolated, Processes

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
 from messaging.clients import as_text
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 
 pytestmark = pytest.mark.e2e
 WAIT = 90

@@ -41,7 +41,7 @@ from frontier.registry import WorkerRegistry
 from messaging import keys
 from messaging.domains import domain_of
 from spiders.settings import CONCURRENT_REQUESTS
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.demoweb import own_demoweb
 from tests.plugins.fleet import Fleet
 from tests.plugins.mongo import OwnMongo

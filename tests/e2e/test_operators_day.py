@@ -6,7 +6,7 @@
   each, the crawl finishes again (a second ``crawl_finished``) and its counts are exact: every page once, every item
   in MongoDB, no failure left.
 - **Pause and resume.** Two crawls on the same site; one is paused mid-crawl by a pause request on Kafka (what
-  ``crawlfleet pause`` sends once it has started: tests/integration/test_cli_messaging.py runs the command): from 2 s
+  ``crawlfleet pause`` sends once it has started: tests/e2e/test_cli_messaging.py runs the command): from 2 s
   after the request until it is resumed (through the manager's API) the access log shows no request of it, while
   the other crawl goes on, and ``crawlfleet info`` shows none of its tasks queued or leased; then it completes with
   every page fetched once and its items exact in MongoDB.
@@ -31,7 +31,7 @@ import requests
 from deploy.procs import wait_for
 from messaging.answers import AnswerWaiter
 from messaging.siteconfig import Rate
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.logged_site import LoggedSite
 from tests.plugins.services import REPO
 

@@ -27,7 +27,7 @@ import requests
 from deploy.procs import wait_for
 from messaging import keys
 from messaging.siteconfig import Rate
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.fleet import Fleet
 from tests.plugins.scrapy_project import deploy
 from tests.plugins.services import Processes

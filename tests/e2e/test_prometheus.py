@@ -282,7 +282,7 @@ def test_every_dashboard_query_gives_the_fleets_own_figure(fleet: Fleet) -> None
 
 
 def test_the_manager_lists_the_fleets_workers_with_their_logs(fleet: Fleet) -> None:
-    from tests.integration.test_manager_scrapyd_pages import read_jobs, state_of
+    from tests.e2e.test_manager_scrapyd_pages import read_jobs, state_of
 
     workers = {p["job"]: p for p in read_state(fleet.run_dir)["fleet"]["processes"] if p["role"] == "worker"}
     page = requests.get(f"{fleet.manager}/jobs", timeout=30).text

@@ -15,7 +15,7 @@ from deploy.procs import wait_for
 from master.schedules import ScheduleFirer
 from messaging import keys
 from messaging.schedules import ScheduleStore, crawl_id
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.browser import shot
 from tests.plugins.services import Processes
 

@@ -22,7 +22,7 @@ import requests
 from deploy.demo_rules import DEMO_LIST_RULE
 from deploy.procs import wait_for
 from messaging import keys
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.scrapy_project import build_egg
 from tests.plugins.scrapydweb import ScrapydWeb
 from tests.plugins.services import Processes

@@ -23,7 +23,7 @@ import requests
 from deploy.demoweb.sites import build_sites
 from deploy.procs import wait_for
 from messaging.siteconfig import Rate
-from tests.integration.test_manager_api import ManagerProcess
+from tests.e2e.test_manager_api import ManagerProcess
 from tests.plugins.demoweb import DEMOWEB_PAGES
 from tests.plugins.fleet import FAST
 from tests.unit.test_rules import DEMO_UNIVERSAL_RULE

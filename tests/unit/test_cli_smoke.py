@@ -18,7 +18,7 @@ from deploy.cli import main
 pytestmark = pytest.mark.unit
 
 # The default read-only form of every command that only reads (the commands that ask the fleet through Kafka,
-# ``info`` and ``stats``, are run against real services in tests/integration/test_cli_messaging.py).
+# ``info`` and ``stats``, are run against real services in tests/e2e/test_cli_messaging.py).
 READ_ONLY = [["settings"], ["settings", "--markdown"], ["env"],
              ["services", "status"], ["services", "status", "--json"],
              ["fleet", "status"], ["fleet", "status", "--json"],

@@ -1,5 +1,5 @@
 """A crawl's cookie jar travels through Redis as one JSON per cookie and comes back as the same cookie
-(spiders.middlewares.cookies); the workers' round trip through Redis: tests/integration/test_own_spiders.py."""
+(spiders.middlewares.cookies); the workers' round trip through Redis: tests/e2e/test_own_spiders.py."""
 
 from __future__ import annotations
 
