@@ -68,7 +68,7 @@ services-down: venv
 	@$(VENV)/bin/crawlfleet services down
 
 readme: venv
-	@$(PY) -m deploy.readme README.md docs/architecture.md
+	@$(PY) -m deploy.readme docs/settings.md docs/architecture.md
 
 # deploy/k8s/base/workers.yaml: a worker Deployment and a KEDA ScaledObject per spider type (messaging/spider_types.py)
 k8s: venv

@@ -1,5 +1,5 @@
-"""Regenerate what is generated from the registries (``make readme``): the README's configuration table and the
-typed attributes of the settings (``messaging/settings_fields.py``) from the settings registry, and the Redis key
+"""Regenerate what is generated from the registries (``make readme``): the settings table (``docs/settings.md``) and
+the typed attributes of the settings (``messaging/settings_fields.py``) from the settings registry, and the Redis key
 table of ``docs/architecture.md`` from ``messaging/keys.py`` (:mod:`deploy.keytable`)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from messaging.settings import SETTINGS
 
 MARKERS = re.compile(r"(<!-- settings-table:start -->\n).*(<!-- settings-table:end -->)", re.S)
 ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+SETTINGS_DOC = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 FIELDS = Path(__file__).resolve().parents[1] / "messaging" / "settings_fields.py"
 FIELDS_HEADER = '''"""Typed attributes of :class:`messaging.settings.Settings`: one per declared setting.
 
@@ -55,9 +56,9 @@ def update(path: Path) -> bool:
 
 
 if __name__ == "__main__":
-    readme = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    readme = Path(sys.argv[1]) if len(sys.argv) > 1 else SETTINGS_DOC
     architecture = Path(sys.argv[2]) if len(sys.argv) > 2 else ARCHITECTURE
-    print("README settings table updated" if update(readme) else "README settings table already current")
+    print(f"{readme} settings table updated" if update(readme) else f"{readme} settings table already current")
     print("messaging/settings_fields.py updated" if update_fields() else "messaging/settings_fields.py already current")
     print("docs/architecture.md key table updated" if keytable.update(architecture)
           else "docs/architecture.md key table already current")
