@@ -24,12 +24,14 @@ from typing import Any
 
 from lxml import etree
 
+from spiders.xpaths import ReusedXPath
+
 NOINDEX, NOFOLLOW, NOARCHIVE = "noindex", "nofollow", "noarchive"
 NOINDEX_META = "fleet_noindex"  # set in a response's meta when noindex left its items out (counted per crawl)
 KNOWN = frozenset({NOINDEX, NOFOLLOW, NOARCHIVE})
 # Directives whose own syntax has a colon: never a user-agent prefix.
 VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
-_META = etree.XPath("//meta[@name and @content]")
+_META = ReusedXPath("//meta[@name and @content]")  # evaluated on every page: its error log bounded
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,10 @@ from scrapy.utils.response import get_base_url
 from w3lib.url import safe_url_string
 
 from messaging.validation import EXSLT_NAMESPACES
+from spiders.xpaths import ReusedXPath
 
 FOLLOWED_SCHEMES = ("http://", "https://")
-_TEXT_CONTENT = etree.XPath("string()")
+_TEXT_CONTENT = ReusedXPath("string()")  # evaluated on every value: its error log bounded
 _LINK_ATTRIBUTES = ("href", "src")
 
 
@@ -62,7 +63,8 @@ class PageResult:
 
 
 class FieldXPath:
-    """One user XPath, compiled once; ``name`` says where it comes from in the rule, for error messages."""
+    """One user XPath, compiled once (again every few thousand pages, :mod:`spiders.xpaths`: lxml's error log of an
+    evaluator only grows); ``name`` says where it comes from in the rule, for error messages."""
 
     __slots__ = ("_xpath", "name", "source")
 
@@ -70,7 +72,7 @@ class FieldXPath:
         self.name = name
         self.source = source
         try:
-            self._xpath = etree.XPath(source, namespaces=EXSLT_NAMESPACES)
+            self._xpath = ReusedXPath(source, EXSLT_NAMESPACES)
         except etree.XPathError as exc:
             raise RuleError(f"{name}: {source!r} is not a valid XPath: {exc}") from exc
 
