@@ -15,7 +15,7 @@ from spiders.xpaths import REUSES, ReusedXPath
 
 pytestmark = pytest.mark.unit
 
-PAGES = REUSES * 5 // 2  # more evaluations than one evaluator's life
+PAGES = REUSES * 4  # four evaluators' lives: lxml's own log would hold four times the first life's messages
 PAGE = "<html><head><meta name='robots' content='noindex'></head><body><article><h1>Title {n}</h1>" \
        "<p>text {n}</p></article></body></html>"
 
@@ -72,7 +72,7 @@ def test_a_rule_field_held_for_a_long_crawl_stays_bounded(source: str) -> None:
         fields.value_of(root)  # the module's string() evaluator, on every element value
         sizes.append((logged(field._xpath), logged(fields._TEXT_CONTENT)))
     for kept in zip(*sizes, strict=True):  # never more than one evaluator's life's worth (lxml's own: ever more)
-        assert max(kept) <= max(kept[:REUSES])
+        assert max(kept) <= 2 * max(kept[:REUSES])  # messages per evaluation vary a little with lxml's state
     assert len(errors) == (PAGES if source.startswith("$") else 0)
 
 
@@ -81,7 +81,7 @@ def test_the_robots_meta_search_stays_bounded() -> None:
     for root in roots(PAGES):
         assert robots_meta.meta_directives(root, "fleetbot") == {"noindex"}
         sizes.append(logged(robots_meta._META))
-    assert max(sizes) <= max(sizes[:REUSES])
+    assert max(sizes) <= 2 * max(sizes[:REUSES])
 
 
 def test_the_rule_namespaces_still_work() -> None:
