@@ -207,13 +207,16 @@ class TaskFeed:
         self._reserve_wanted.put((token, domain, withdrawn, ip))
         self._wake.set()
 
-    def reserve_now(self, domain: str) -> SendSlot:
+    def reserve_now(self, domain: str) -> tuple[SendSlot, Any]:
         """A hit on ``domain`` reserved at once, on this (the feed's) thread: a robots.txt download claimed in the
-        pass that takes (``spiders.worker.robots``). Its slot may be beyond the horizon (not recorded: ask again)."""
-        got = self.frontier.reserve(domain)
+        pass that takes (``spiders.worker.robots``), and the proxy it goes through (its exit address's per-IP window
+        holds the hit; ``None``: direct, the worker's own). Its slot may be beyond the horizon (ask again)."""
+        proxy = self.take.proxies.choose(domain) if self.take.proxies is not None else None
+        address = proxy.address if proxy is not None else None
+        got = self.frontier.reserve(domain, ip=address)
         now = self.clock.now()
         self.take.redis_time.observe(got.now, now)
-        return got.send_slot(now, None, self.take.redis_time.offset)
+        return got.send_slot(now, address, self.take.redis_time.offset), proxy
 
     def sample(self, sample: Sample) -> None:
         """A download of an adaptive site ended: its latency or error joins the site's shared delay (batched)."""

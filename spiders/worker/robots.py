@@ -82,6 +82,7 @@ class RobotsHit:
 
     url: str
     domain: str
+    proxy: Any = None  # spiders.proxies.Proxy whose exit address's window holds the hit (through the pool), or None
 
 
 class RobotsFetcher:
@@ -95,7 +96,7 @@ class RobotsFetcher:
         self.on_stored: Callable[[str], None] = lambda url: None
         # The worker's pacing (build_worker wires them): a slot reserved at once on the feed thread (None: not now),
         # a reservation asked of the feed, answered through reserved(); and the blocks the scheduler knows.
-        self.reserve_now: Callable[[str], SendSlot | None] = lambda domain: None
+        self.reserve_now: Callable[[str], tuple[SendSlot | None, Any]] = lambda domain: (None, None)
         self.ask_slot: Callable[[RobotsHit, str, str], None] | None = None
         self.blocked_until: Callable[[str], float] = lambda domain: 0.0
         self.horizon = 1.0  # CRAWLFLEET_PACE_HORIZON: a slot beyond it was not recorded
@@ -118,11 +119,11 @@ class RobotsFetcher:
         """The cache claimed the fetch on the feed thread: its hit is reserved here, in the same pass (one call), and
         the reactor sends it at that slot."""
         try:
-            slot = self.reserve_now(domain)
+            slot, proxy = self.reserve_now(domain)
         except Exception:  # Redis away: the reactor asks the feed, whose loop retries until it answers
             logger.warning("could not reserve the robots.txt hit of %s now; asking again", url, exc_info=True)
-            slot = None
-        running_reactor().callFromThread(self._slotted, RobotsHit(url, domain), slot)
+            slot, proxy = None, None
+        running_reactor().callFromThread(self._slotted, RobotsHit(url, domain, proxy), slot)
 
     def reserved(self, hit: RobotsHit, slot: SendSlot) -> None:
         """The feed's answer to a reservation this fetcher asked for (on the reactor)."""
@@ -159,20 +160,22 @@ class RobotsFetcher:
             return
         self.crawler.stats.inc_value("fleet/robots/paced")
         self.cache.claims.add(hit.url)  # the fetch's time limit counts from now: waiting for the slot is not fetching
-        self.fetch(hit.url)
+        self.fetch(hit.url, hit.proxy)
 
     def _call_later(self, seconds: float, call: Callable[..., Any], *args: Any) -> None:
         if self.call_later is None:
             self.call_later = running_reactor().callLater
         self.call_later(seconds, call, *args)
 
-    def fetch(self, url: str) -> None:
+    def fetch(self, url: str, proxy: Any = None) -> None:
         """Download the robots.txt of ``url``'s host now (on the reactor); the claim is this process's."""
         # No handle_httpstatus_*: downloads skip the spider middlewares anyway, and RedirectMiddleware would not
         # follow a status listed there.
         request = Request(robots_url(url), priority=1000, dont_filter=True, headers={"Accept-Encoding": "identity"},
                           meta={"dont_obey_robotstxt": True, "dont_retry": True, "redirect_ttl": MAX_REDIRECTS,
                                 META: True})
+        if proxy is not None:  # its hit was reserved in this proxy's per-IP window: it goes out through it
+            request.meta.update(proxy=proxy.url, proxy_id=proxy.id, fleet_ip=proxy.address)
         d = deferred_from_coro(self.crawler.engine.download_async(request))
         d.addBoth(partial(self._fetched, url))
 

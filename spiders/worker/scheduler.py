@@ -151,7 +151,8 @@ class FleetScheduler:
                              self._downloader_room, self._nudge_in, resolve=_resolve)
         if worker.robots is not None:  # its downloads are paced hits too: slots from the feed, blocks from the gate
             gate = self.gate
-            worker.robots.ask_slot = lambda hit, domain, withdrawn: worker.feed.reserve(hit, domain, withdrawn)
+            worker.robots.ask_slot = lambda hit, domain, withdrawn: worker.feed.reserve(
+                hit, domain, withdrawn, hit.proxy.address if hit.proxy is not None else None)
             worker.robots.blocked_until = lambda domain: gate.blocked.get(domain, 0.0)
         worker.start(self.crawler)
         if worker.traveller is not None:

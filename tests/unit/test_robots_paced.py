@@ -44,7 +44,7 @@ def fetcher(reactor: Clock) -> Any:
     fetcher = RobotsFetcher(get_crawler(Spider), NoRedis(), Time(reactor))  # type: ignore[arg-type]
     fetcher.call_later = reactor.callLater
     fetcher.fetched_urls, fetcher.asked = [], []  # type: ignore[attr-defined]
-    fetcher.fetch = fetcher.fetched_urls.append  # type: ignore[attr-defined,method-assign]
+    fetcher.fetch = lambda url, proxy=None: fetcher.fetched_urls.append(url)  # type: ignore[attr-defined,method-assign]
     fetcher.ask_slot = lambda hit, domain, withdrawn: fetcher.asked.append((hit, domain, withdrawn))
     fetcher.cache.claims.add(URL)  # this process claimed the fetch
     return fetcher
