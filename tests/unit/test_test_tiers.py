@@ -23,8 +23,8 @@ def _modules(tier: str) -> list[Path]:
 
 @pytest.mark.parametrize("tier", ["unit", "integration", "e2e"])
 def test_every_test_module_carries_its_directory_s_mark(tier: str) -> None:
-    wrong = [path.name for path in _modules(tier) if TIER_MARK.search(path.read_text()) is None
-             or TIER_MARK.search(path.read_text()).group(1) != tier]  # type: ignore[union-attr]
+    marks = {path.name: TIER_MARK.search(path.read_text()) for path in _modules(tier)}
+    wrong = [name for name, mark in marks.items() if mark is None or mark.group(1) != tier]
     assert not wrong, f"tests/{tier} modules whose pytestmark is not {tier}: {wrong}"
 
 
