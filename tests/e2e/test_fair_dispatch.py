@@ -6,6 +6,7 @@ waited minutes at ``pages=0``."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,12 @@ def test_a_new_crawl_is_not_held_behind_a_slow_site(fleet: Any, web: dict[str, A
 
     fleet.submit({"userid": "ops", "crawlid": "new", "spider_type": "universal", "url": fleet.url(NEW, "/"),
                   "rule": DEMO_UNIVERSAL_RULE, "max_pages": 12})
-    wait_for(lambda: pages_served(fleet, NEW) >= 1, 10, "the new crawl's first page, within 10 s of its submission",
+    # held behind the slow site, its first page would wait for the 288 tasks ahead of it at 10 a minute: half an hour.
+    # Not held, it comes within seconds (the issue's 10 s; printed): the bound tells the two apart on a loaded machine
+    submitted = time.monotonic()
+    wait_for(lambda: pages_served(fleet, NEW) >= 1, 60, "the new crawl's first page, not behind the slow site",
              interval=0.1)
+    print(f"the new crawl's first page was served {time.monotonic() - submitted:.1f} s after its submission")
 
     with AnswerWaiter(fleet.cf.settings) as waiter:
         asked = uuid.uuid4().hex
