@@ -39,16 +39,14 @@ def log_of_job(manager: Any, job: str) -> Path | None:
 def read_log(path: Path, offset: int | None, tail_lines: int = LOG_TAIL_LINES) -> dict[str, Any]:
     """Without ``offset``: the last lines. With it: what was appended since (at most LOG_CHUNK_BYTES)."""
     size = path.stat().st_size
+    start_over = offset is None or offset > size  # a first look, or the file was rotated/truncated: the tail again
+    begin = max(0, size - LOG_CHUNK_BYTES) if offset is None or offset > size else offset
     with path.open("rb") as log:
-        if offset is None or offset > size:  # a first look, or the file was rotated/truncated: the tail again
-            start = max(0, size - LOG_CHUNK_BYTES)
-            log.seek(start)
-            lines = log.read(size - start).decode("utf-8", "replace").splitlines()
-            return {"offset": size, "lines": lines[-tail_lines:], "size": size}
-        log.seek(offset)
-        chunk = log.read(min(LOG_CHUNK_BYTES, size - offset))
-    end = chunk.rfind(b"\n") + 1  # whole lines only: the rest comes with the next step
-    return {"offset": offset + end, "lines": chunk[:end].decode("utf-8", "replace").splitlines(), "size": size}
+        log.seek(begin)
+        chunk = log.read(min(LOG_CHUNK_BYTES, size - begin))
+    end = chunk.rfind(b"\n") + 1  # whole lines only: a line being written comes whole with the next step
+    lines = chunk[:end].decode("utf-8", "replace").splitlines()
+    return {"offset": begin + end, "lines": lines[-tail_lines:] if start_over else lines, "size": size}
 
 
 class LogApi(resource.Resource):

@@ -11,7 +11,7 @@
   the other crawl goes on, and ``crawlfleet info`` shows none of its tasks queued or leased; then it completes with
   every page fetched once and its items exact in MongoDB.
 
-One fleet for both (a Kafka monitor, a Redis monitor, a master, one universal worker whose download timeout is 1 s).
+One fleet for both (a Kafka monitor, a Redis monitor, a master, one universal worker whose download timeout is 2 s).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def cli(fleet: Any, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def fleet(fleet_module: Any) -> Any:
     fleet_module.start(redis_monitor=True)
-    fleet_module.start_workers("universal", [f"{fleet_module.cf.name}-universal-0"], "-s", "DOWNLOAD_TIMEOUT=1")
+    fleet_module.start_workers("universal", [f"{fleet_module.cf.name}-universal-0"], "-s", "DOWNLOAD_TIMEOUT=2")
     return fleet_module
 
 

@@ -19,6 +19,13 @@ TIMEOUT_SECONDS = 4.0
 FAILURES = ("404", "500", "timeout")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # a test process busy elsewhere accepts late: with the default backlog (5) a burst of connections overflows it,
+    # a SYN is dropped, and the client's attempt times out without the site ever seeing (and logging) it
+    request_queue_size = 128
+
+
 @dataclass(frozen=True)
 class Hit:
     at: float  # time.time() when the request arrived
@@ -60,8 +67,7 @@ class LoggedSite:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

@@ -171,3 +171,16 @@ def test_a_crawls_scrapy_stats_are_summed_over_its_workers_but_maxima_stay_maxim
     assert workers == 3
     assert dict(stats) == {"response_received_count": 12, "request_depth_max": 3, "memusage/max": 90,
                            "elapsed_time_seconds": 6.0, "log_count/INFO": 3}
+
+
+def test_a_log_is_read_in_whole_lines_a_line_being_written_comes_whole_next_time(tmp_path: Path) -> None:
+    from manager.console import read_log
+
+    log = tmp_path / "job.log"
+    log.write_bytes(b"one\ntwo\nthr")  # the job is writing its third line
+    first = read_log(log, None)
+    assert first["lines"] == ["one", "two"] and first["offset"] == len(b"one\ntwo\n")
+    with log.open("ab") as out:
+        out.write(b"ee\nfour\n")
+    assert read_log(log, first["offset"])["lines"] == ["three", "four"]
+    assert read_log(log, 10_000)["lines"] == ["one", "two", "three", "four"]  # truncated or rotated: the tail again
