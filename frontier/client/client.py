@@ -116,6 +116,11 @@ class FrontierClient:
         """:meth:`requeue_expired` for each of ``domains``, one round trip for all (one per node on a cluster)."""
         return self.leases.requeue_expired_many(domains, now)
 
+    def requeue_orphans_many(self, held: Mapping[str, Sequence[str]]) -> list[list[Task]]:
+        """The job's leases of each domain of ``held`` that are not among its tasks there, back into their queues
+        now (``lua/requeue_orphans.lua``): after an outage, the leases a lost reply or a lost write left to nobody."""
+        return self.leases.requeue_orphans_many(held)
+
     # --- paused crawls (messaging.pause) ---------------------------------------------------------------------------
     def park(self, handed: Sequence[HandedBack]) -> list[Lease]:
         """Leases of paused crawls handed back unfetched: into the job's parked tasks, their hits withdrawn

@@ -42,6 +42,7 @@ class Leases:
         self._complete = lua.COMPLETE.on(redis)
         self._renew = lua.RENEW.on(redis)
         self._requeue = lua.REQUEUE.on(redis)
+        self._requeue_orphans = lua.REQUEUE_ORPHANS.on(redis)
         self._collect = lua.RETIRED_COLLECT.on(redis)
         self._release = lua.RETIRED_RELEASE.on(redis)
 
@@ -100,6 +101,19 @@ class Leases:
         total = sum(len(tasks) for tasks in returned)
         if total:
             self.tally.incr("lease_expired", total)
+        return returned
+
+    def requeue_orphans_many(self, held: Mapping[str, Sequence[str]]) -> list[list[Task]]:
+        """Put the job's leases that its worker does not hold back into their queues, whatever their deadline:
+        ``held`` maps each domain to ask to the tasks (lease members) the worker holds there. One round trip for all
+        (one per node on a cluster); returns each domain's returned tasks, in ``held``'s order."""
+        domains = list(held)
+        calls = [(self._requeue_orphans, [keys.queue(self.job, d), keys.inflight(self.job, d),
+                                          keys.lease_scores(self.job, d)], list(held[d])) for d in domains]
+        returned = [[Task.decode(raw) for raw in batch] for batch in run_by_node(self.redis, calls)]
+        total = sum(len(tasks) for tasks in returned)
+        if total:
+            self.tally.incr("lease_orphaned", total)
         return returned
 
     # --- a retired job (the master's requeue) ---------------------------------------------------------------------

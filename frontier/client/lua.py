@@ -18,6 +18,7 @@ ACK = lua_script(LUA / "ack.lua")
 COMPLETE = lua_script(LUA / "complete.lua", PENDING_LUA)  # acks and the crawls' pending counts, atomically
 RENEW = lua_script(LUA / "renew.lua", NOW_MICROSECONDS_LUA)
 REQUEUE = lua_script(LUA / "requeue.lua", NOW_MICROSECONDS_LUA)  # expired leases back into their queue
+REQUEUE_ORPHANS = lua_script(LUA / "requeue_orphans.lua")  # leases nobody holds, after an outage
 DROP = lua_script(LUA / "drop.lua")  # a blacklisted domain's queue
 RETIRED_COLLECT = lua_script(LUA / "retired_collect.lua")  # a retired job's queue and leases into its outbox
 RETIRED_RELEASE = lua_script(LUA / "retired_release.lua", PENDING_LUA)  # ...and out of the pending counts, once

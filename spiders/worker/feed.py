@@ -22,7 +22,8 @@ The Scrapy scheduler (:mod:`spiders.worker.scheduler`) only moves objects in mem
   from :meth:`TaskFeed.reserve` (one ``FrontierClient.reserve_many`` a batch), answered to the listener;
 - **renews** the leases of tasks still being processed (items waiting for MongoDB, slow downloads) after a third of
   the lease time, and puts leases of this job that expired anyway (a task the process lost track of) back into
-  their queue (:class:`~spiders.worker.leases.LeaseKeeper`);
+  their queue (:class:`~spiders.worker.leases.LeaseKeeper`); when its or the heartbeat's Redis calls work again
+  after failing, first puts back the job's leases it does not hold (a lost reply, a write a restart lost);
 - **commits** finished tasks in batches every CRAWLFLEET_COMMIT_INTERVAL (:class:`~spiders.worker.commit.Committer`);
 - **stops** on request (SIGTERM, a full shutdown) after committing what is finished, then leaves the registry, so
   the master puts every task it still holds (prefetched, leased) back into ``seeds`` at once.
@@ -154,7 +155,9 @@ class TaskFeed:
         self._fence_lock = threading.Lock()
         self.last_pass = self.clock.now()  # when this thread last began a pass (the heartbeat reports the lag)
         self.heartbeat = Heartbeat(beats or registry, info.job, config.heartbeat_interval, self._progress,
-                                   on_fenced=self._fence, clock=self.clock.now, store_state=lambda: self.store_state)
+                                   on_fenced=self._fence, clock=self.clock.now, store_state=lambda: self.store_state,
+                                   on_back=self._redis_back)
+        self._orphans_due = False  # Redis failed and works again: leases nobody holds may be there (LeaseKeeper)
         self.pausing = Pausing(self)  # paused crawls: their tasks handed back and parked, taken up when resumed
 
     # --- reactor side ---------------------------------------------------------------------------------------------
@@ -297,6 +300,9 @@ class TaskFeed:
             now = self.last_pass = self.clock.now()
             wait = self.config.idle_backoff_max
             try:
+                if self._orphans_due:
+                    self.leases.requeue_orphans()
+                    self._orphans_due = False
                 if self.take.redis_time.stale(now):  # slots are mapped with the fastest replies: keep them fresh
                     self.take.redis_time.probe(self.frontier.redis, self.clock)
                 self._reserve_some()
@@ -315,11 +321,11 @@ class TaskFeed:
                 self.pausing.turn()
                 if not self.paused and self.prefetched() < self.config.prefetch:
                     taken = self._fill()
-                    self.outage.ok()
+                    self._feed_ok()
                     if taken:
                         continue
                     wait = min(wait, self.take.wake_in)
-                self.outage.ok()
+                self._feed_ok()
             except Fenced:
                 self._fence()
                 return
@@ -333,6 +339,15 @@ class TaskFeed:
             self._wake.wait(max(wait, 0.001))
             self.last_pass = self.clock.now()  # waiting for work is not falling behind
             self._wake.clear()
+
+    def _feed_ok(self) -> None:
+        if self.outage.ok() is not None:
+            self._redis_back()
+
+    def _redis_back(self) -> None:
+        """The feed's or the heartbeat's Redis calls work again after failing: look for orphaned leases first."""
+        self._orphans_due = True
+        self._wake.set()
 
     def _fill(self) -> bool:
         """Take tasks until the prefetch is full or nothing can be taken now; True when something was taken."""
@@ -417,6 +432,8 @@ class TaskFeed:
                 break
         if not batch:
             return
+        # a completion is a step on its domain: if Redis loses it, the orphan and expiry checks must ask there
+        self.leases.attempted({finished.lease.domain for finished in batch}, self.clock.now())
         try:
             result = self.committer.commit(batch)
         except Exception:

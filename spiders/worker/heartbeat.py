@@ -38,7 +38,7 @@ class Heartbeat:
                  progress: Callable[[], tuple[bool, float]], on_fenced: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.monotonic,
                  store_state: Callable[[], StoreState | None] = lambda: None,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, on_back: Callable[[], None] = lambda: None) -> None:
         self.registry = registry  # give it a Redis client of its own: a connection no other thread holds up
         self.job = job
         self.interval = interval
@@ -47,6 +47,7 @@ class Heartbeat:
         self.clock = clock
         self.store_state = store_state
         self.wall_clock = wall_clock  # epoch seconds: when a store report was written, as people read it
+        self.on_back = on_back  # heartbeats reach Redis again after failing (it may have restarted meanwhile)
         self._store_reported = False  # the registry holds a report of this job's store refusing writes
         self.beats = 0
         self.fenced = False
@@ -97,6 +98,7 @@ class Heartbeat:
                     logger.warning("heartbeats of %s reach Redis again after %.1fs", self.job,
                                    started - self._failing_since)
                     self._failing_since = None
+                    self.on_back()
             except Fenced:
                 logger.error("job %s was retired by the master: heartbeats stop", self.job)
                 self.fenced = True

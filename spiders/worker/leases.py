@@ -38,6 +38,28 @@ class LeaseKeeper:
             else:
                 self.held[member] = (renewed, now)
 
+    def requeue_orphans(self) -> int:
+        """After the feed's Redis calls failed and work again: the job's leases this worker does not hold go back to
+        their queues now, in the domains it sent steps to (takes and completions) and those of its held leases.
+
+        A call Redis ran whose reply was lost leaves a lease nobody processes (a take), and a Redis restarted from an
+        AOF that missed its last answered writes undoes completions, leaving leases nobody holds; either would wait
+        for its deadline (and its domain's next expiry check: up to twice the lease time) and hold its crawl's end so
+        long. Race-free on the feed's thread, which alone takes, completes and drops held leases. Returns how many
+        tasks went back."""
+        members: dict[str, list[str]] = {domain: [] for domain in self._last}
+        for lease, _ in self.held.values():
+            members.setdefault(lease.domain, []).append(lease.member)
+        if not members:
+            return 0
+        returned = {domain: len(tasks) for domain, tasks in zip(members, self.frontier.requeue_orphans_many(members),
+                                                                  strict=True) if tasks}
+        self.frontier.ready.requeued(returned)  # after the queue writes: the ready index's invariant (frontier.client)
+        if returned:
+            logger.warning("%d leases nobody held after the outage (a lost reply or a lost write) back in the queues",
+                           sum(returned.values()))
+        return sum(returned.values())
+
     def attempted(self, domains: Iterable[str], now: float) -> None:
         """Take steps were sent for these domains (a lease may have been recorded even if the reply was lost)."""
         for domain in domains:

@@ -11,6 +11,7 @@ from frontier.client import FrontierClient
 from frontier.config_watch import StaticSiteConfig
 from frontier.politeness import Politeness
 from messaging import keys
+from messaging.clients import as_text
 from messaging.clock import RedisClock
 from spiders.worker.leases import LeaseKeeper
 from tests.integration.test_ready_index import FAST, dispatch
@@ -53,3 +54,24 @@ def test_an_expired_lease_goes_back_and_only_domains_taken_from_are_asked(svc: A
     assert redis.zrange(keys.queue("w", "d3.test"), 0, -1) == [lease.member.encode()]
     assert redis.zscore(keys.ready("w"), "d3.test") is not None  # back in the ready index
     assert keeper.requeue_expired(200.0) == 0 and len(engine.asked) == 1  # covered: forgotten
+
+
+def test_after_an_outage_the_leases_nobody_holds_go_back_and_the_held_ones_stay(svc: Any) -> None:
+    redis = svc.redis()
+    dispatch(redis, "w", domains=3, per_domain=2)
+    engine = FrontierClient(redis, "w", "list", "10.0.0.1", Politeness(StaticSiteConfig(FAST)), lease_seconds=600)
+    keeper = LeaseKeeper(engine, 600)
+    keeper.attempted(["d0.test", "d1.test"], 100.0)
+    held = engine.take("d0.test").lease
+    lost_reply = engine.take("d0.test").lease  # Redis ran the take, its reply never came: the worker lacks it
+    undone = engine.take("d1.test").lease  # completed, then undone by a Redis that lost its last writes
+    assert held is not None and lost_reply is not None and undone is not None
+    keeper.held[held.member] = (held, 100.0)
+    assert keeper.requeue_orphans() == 2  # both at once, their deadlines ten minutes away
+    assert redis.zrange(keys.inflight("w", "d0.test"), 0, -1) == [held.member.encode()]
+    assert redis.zrange(keys.queue("w", "d0.test"), 0, -1) == [lost_reply.member.encode()]
+    assert undone.member.encode() in redis.zrange(keys.queue("w", "d1.test"), 0, -1)  # beside the one never taken
+    assert not redis.exists(keys.inflight("w", "d1.test"))
+    assert {as_text(d) for d in redis.zrange(keys.ready("w"), 0, -1)} >= {"d0.test", "d1.test"}
+    assert engine.complete([held]) == [held]  # the held lease is still the worker's to complete
+    assert keeper.requeue_orphans() == 0
