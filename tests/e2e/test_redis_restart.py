@@ -60,8 +60,8 @@ def test_a_redis_kill_9_refetches_at_most_the_tasks_in_flight(fleet: Any, news_w
     port, data = free_port(), tmp_path / "redis"
     data.mkdir()
     # appendfsync always: with everysec, a disk that stalls an fsync (a loaded CI machine) makes Redis answer writes
-    # it has not yet written, and a kill loses them; a completion lost so keeps its lease until it expires
-    # (docs/architecture.md), which is Redis's durability, not what this test measures
+    # it has not yet written, and a kill loses them; a completion lost so is fetched once more (docs/architecture.md),
+    # a cost of Redis's durability setting, not of what this test measures
     argv = [redis_server_bin(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--save", "",
             "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", ""]
     redis_proc = procs.start(argv, fleet.env, name="redis", service=True)
