@@ -1,6 +1,7 @@
 """Broad crawl: cost per page against the number of sites — plain Scrapy, crawlfleet with 1 and 2 workers.
 
-    python -m bench.broad [--hosts 10,100,1000,5000] [--pages 20000] [--rounds R] [--sides S,…] [--json]
+    python -m bench.broad [--hosts 10,100,1000,5000] [--pages 20000 | --pages-per-host 5] [--rounds R] [--sides S,…]
+                          [--split] [--json]
 
 For each H of ``--hosts``: one nginx serves ``--pages`` pages over H hosts on distinct loopback addresses, every page
 linking two or three pages of other hosts (:mod:`bench.broad_site`); the sides crawl it from page 0 with one
@@ -11,7 +12,8 @@ Printed per H and side: pages/min and the ratios to plain Scrapy; CPU seconds pe
 for the fleet, Redis commands per page (``INFO commandstats`` over the side, reset at its start: it counts the
 commands Lua scripts call as well as the calls themselves) with the largest ones, the oldest heartbeat age and the
 largest feed lag seen (sampled every half second), workers the master retired (``stats:master:worker_left``); and
-robots.txt fetches per host. With ``--json`` the last line is one JSON object: ``{"hosts": {H: {…}}, "goals":
+robots.txt fetches per host; with ``--split``, every command of a fleet side filed by the script or key it came from
+(:mod:`bench.redis_split`, Redis's ``MONITOR``). With ``--json`` the last line is one JSON object: ``{"hosts": {H: {…}}, "goals":
 {…}}``.
 
 Goals (issue 30, this 2-core machine): Redis commands per page at the largest H <= 1.3 x at the smallest; master and
@@ -37,6 +39,8 @@ from bench.broad_site import BROAD_RULE, BroadSite
 from bench.crawl import side_order, summarize
 from bench.crawl_sides import CrawlBench, SideResult
 from bench.crawl_site import ROBOTS, check_fetches, read_access_log
+from bench.redis_split import CommandSplit
+from bench.redis_split import report as split_report
 from frontier.registry import WorkerRegistry
 from messaging.clients import as_text
 from messaging.clock import RedisClock
@@ -82,11 +86,14 @@ class BroadBench(CrawlBench):
 
     rule = BROAD_RULE
 
-    def __init__(self, run_dir: Path, hosts: int, pages: int, timeout: float, echo: Any = print) -> None:
+    def __init__(self, run_dir: Path, hosts: int, pages: int, timeout: float, echo: Any = print,
+                 split: bool = False) -> None:
         super().__init__(run_dir, 1, timeout, echo)
         self.site = BroadSite(run_dir / "site", hosts, pages)  # type: ignore[assignment]
         self.extra: dict[tuple[str, int], dict[str, Any]] = {}
+        self.split = split  # file every Redis command of a fleet side by source (bench.redis_split)
         self._watch: HeartbeatWatch | None = None
+        self._split: CommandSplit | None = None
 
     def crawls(self, side: str, round_no: int) -> dict[str, str]:
         return {f"r{round_no}-{side}-broad": self.site.start_url()}  # type: ignore[attr-defined]
@@ -96,14 +103,21 @@ class BroadBench(CrawlBench):
         self._watch = HeartbeatWatch(self._redis) if side.startswith("fleet_") else None
         if self._watch is None:
             return super().run_side(side, round_no)
+        self._split = CommandSplit(self.state["redis_url"]) if self.split else None
         with self._watch:
-            return super().run_side(side, round_no)
+            if self._split is None:
+                return super().run_side(side, round_no)
+            with self._split:
+                return super().run_side(side, round_no)
 
     def _measure(self, side: str, round_no: int, crawls: dict[str, str], offset: int,
                  submitted: float | None) -> SideResult:
         """Every page exactly once and an item per page (the start page aside), plus this benchmark's figures."""
         commands = {name.removeprefix("cmdstat_"): int(stat["calls"])
                     for name, stat in self._redis.info("commandstats").items()}
+        split = self._split
+        if split is not None:
+            split.__exit__()  # the side's commands only, not this measure's
         left = Stats(self._redis, "master").value("worker_left", "lifetime")
         fetches = read_access_log(self.site.access_log, offset)
         check = check_fetches(fetches, self.site.expected())
@@ -121,6 +135,7 @@ class BroadBench(CrawlBench):
             "redis_commands": commands, "workers_retired": left, "robots": robots,
             "heartbeat_age_max": round(max(watch.ages), 2) if watch and watch.ages else None,
             "feed_lag_max": round(max(watch.lags), 2) if watch and watch.lags else None,
+            "split": split.table(check.pages) if split is not None else None,
         }
         return SideResult(side, round_no, check.pages, items, check.robots, started,
                           max(max(newest, default=0.0), started), problems=tuple(problems))
@@ -142,16 +157,19 @@ def side_figures(result: SideResult, extra: dict[str, Any], hosts: int) -> dict[
             commands_per_page={name: round(calls / pages, 3) for name, calls in Counter(commands).most_common()},
             heartbeat_age_max=extra["heartbeat_age_max"], feed_lag_max=extra["feed_lag_max"],
             workers_retired=extra["workers_retired"])
+        if extra.get("split") is not None:
+            figures["split"] = extra["split"]
     return figures
 
 
 def run_hosts(hosts: int, args: argparse.Namespace, sides: list[str], echo: Any) -> dict[str, Any]:
     run_dir = (args.run_dir or Path(os.environ.get("CRAWLFLEET_RUN_DIR") or Path.home() / ".crawlfleet")
                / "bench-broad").resolve() / f"h{hosts}"
-    timeout = args.timeout or 180 + 0.2 * args.pages * 1.1
+    pages = hosts * args.pages_per_host if args.pages_per_host else args.pages
+    timeout = args.timeout or 180 + 0.2 * pages * 1.1
     results: list[SideResult] = []
     figures: dict[str, list[dict[str, Any]]] = {}
-    with BroadBench(run_dir, hosts, args.pages, timeout, echo) as bench:
+    with BroadBench(run_dir, hosts, pages, timeout, echo, split=args.split) as bench:
         for round_no in range(1, args.rounds + 1):
             for side in side_order(sides, round_no):
                 result = bench.run_side(side, round_no)
@@ -220,6 +238,8 @@ def report(by_hosts: dict[int, dict[str, Any]], summary: dict[str, Any]) -> list
                              + ", ".join(f"{k} {v}" for k, v in extra["top_commands_per_page"].items()))
                 lines.append(f"  oldest heartbeat {extra['heartbeat_age_max']} s, largest feed lag "
                              f"{extra['feed_lag_max']} s, workers retired {extra['workers_retired']}")
+            if extra.get("split"):
+                lines += split_report(extra["split"], extra["redis_commands_per_page"])
     lines += ["", "goals: " + json.dumps(summary)]
     return lines
 
@@ -228,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", default="10,100,1000,5000", help="comma-separated numbers of hosts")
     parser.add_argument("--pages", type=int, default=20_000, help="pages in all, over the hosts (default 20,000)")
+    parser.add_argument("--pages-per-host", type=int, default=0,
+                        help="pages per host instead of --pages in all (issue 39: 5 at every H)")
+    parser.add_argument("--split", action="store_true",
+                        help="file every Redis command of a fleet side by script or key (MONITOR: slows Redis)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
     parser.add_argument("--run-dir", type=Path, default=None)
@@ -236,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     hosts_list = [int(h) for h in args.hosts.split(",") if h.strip()]
     sides = [side.strip() for side in args.sides.split(",") if side.strip()]
-    if not hosts_list or any(h < 2 or h > args.pages for h in hosts_list) or set(sides) - set(SIDES) or not sides:
+    if not hosts_list or any(h < 2 or (h > args.pages and not args.pages_per_host) for h in hosts_list) or set(sides) - set(SIDES) or not sides:
         parser.error(f"--hosts: numbers from 2 to --pages; --sides of {', '.join(SIDES)}")
 
     def echo(text: str) -> None:

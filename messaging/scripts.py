@@ -72,9 +72,19 @@ class LuaScript:
         pipe.execute_command("EVAL", self.source, len(script_keys), *script_keys, *args)
 
 
+_DECLARED: list[LuaScript] = []  # every script declared so far, in order (declared_scripts)
+
+
 def lua_script(path: Path, *snippets: Path, prefix: str = "") -> LuaScript:
     """Declare a script: the file at ``path`` with ``snippets`` (and ``prefix``) put before it."""
-    return LuaScript(path, snippets, prefix)
+    script = LuaScript(path, snippets, prefix)
+    _DECLARED.append(script)
+    return script
+
+
+def declared_scripts() -> tuple[LuaScript, ...]:
+    """The scripts declared by the modules imported so far (a benchmark names a script by its SHA1 with these)."""
+    return tuple(_DECLARED)
 
 
 def is_cluster(redis: RedisClient) -> bool:
