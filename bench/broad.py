@@ -12,9 +12,9 @@ Printed per H and side: pages/min and the ratios to plain Scrapy; CPU seconds pe
 for the fleet, Redis commands per page (``INFO commandstats`` over the side, reset at its start: it counts the
 commands Lua scripts call as well as the calls themselves) with the largest ones, the oldest heartbeat age and the
 largest feed lag seen (sampled every half second), workers the master retired (``stats:master:worker_left``); and
-robots.txt fetches per host; with ``--split``, every command of a fleet side filed by the script or key it came from
-(:mod:`bench.redis_split`, Redis's ``MONITOR``). With ``--json`` the last line is one JSON object: ``{"hosts": {H: {…}}, "goals":
-{…}}``.
+robots.txt fetches per host; with ``--split``, every command of a fleet side filed by the script or key it came
+from (:mod:`bench.redis_split`, Redis's ``MONITOR``). With ``--json`` the last line is one JSON object: ``{"hosts":
+{H: {…}}, "goals": {…}}``.
 
 Goals (issue 30, this 2-core machine): Redis commands per page at the largest H <= 1.3 x at the smallest; master and
 Redis monitor CPU per page at the largest H <= 2 x at the smallest; no worker retired; robots.txt once per host;
@@ -260,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     hosts_list = [int(h) for h in args.hosts.split(",") if h.strip()]
     sides = [side.strip() for side in args.sides.split(",") if side.strip()]
-    if not hosts_list or any(h < 2 or (h > args.pages and not args.pages_per_host) for h in hosts_list) or set(sides) - set(SIDES) or not sides:
+    too_many = [h for h in hosts_list if h > args.pages and not args.pages_per_host]
+    if not hosts_list or any(h < 2 for h in hosts_list) or too_many or set(sides) - set(SIDES) or not sides:
         parser.error(f"--hosts: numbers from 2 to --pages; --sides of {', '.join(SIDES)}")
 
     def echo(text: str) -> None:

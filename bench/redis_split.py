@@ -125,7 +125,7 @@ class CommandSplit:
             rows.append({"source": source, "calls_per_page": round(self.calls[source] / pages, 3),
                          "commands_per_page": round(sum(commands.values()) / pages, 3),
                          "commands": {name: round(n / pages, 3) for name, n in commands.most_common()}})
-        rows.sort(key=lambda row: -row["commands_per_page"])
+        rows.sort(key=lambda row: -float(row["commands_per_page"]))
         return rows[:top]
 
 

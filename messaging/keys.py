@@ -249,11 +249,6 @@ def robots_lock(domain: str, host: str) -> str:
     return f"robots:{{{_tag(domain)}}}:{host}:lock"
 
 
-def hit_sequence(domain: str) -> str:
-    """string: counter that makes every throttle hit a unique zset member."""
-    return f"hits:{{{_tag(domain)}}}:sequence"
-
-
 # --- robots.txt outages (RFC 9309 2.3.1.3; hash tag: the domain) -------------------------------------------------
 def robots_down(domain: str, host: str) -> str:
     """hash: the host's robots.txt is unreachable (5xx, network error): ``since`` (first failure, Redis time),
@@ -263,7 +258,9 @@ def robots_down(domain: str, host: str) -> str:
 # --- paced hits and adaptive delay (hash tag: the domain; frontier/lua/pace.lua) --------------------------------
 def pace_type(spider_type: str, domain: str) -> str:
     """hash: the token bucket that spaces the hits of one spider type on the domain (``at``: Redis time of its last
-    hit, µs; ``tokens``: tokens left then), refilled at the site's rate up to its burst."""
+    hit, µs; ``tokens``: tokens left then), refilled at the site's rate up to its burst; ``seq`` counts its hits
+    (a hit's member in the windows is ``<slot>-<seq of this bucket>.<seq of the IP's>``, unique in both) and ``n``
+    those since its window was last trimmed of hits that left it."""
     return f"{spider_type}:{{{_tag(domain)}}}:pace"
 
 

@@ -62,7 +62,8 @@ class Parking:
                 args += [item.lease.member, item.lease.task.crawlid, item.hit]
             calls.append((self._park, [keys.inflight(self.job, domain), keys.lease_scores(self.job, domain),
                                        keys.parked(self.job, domain), keys.pending_domain(domain),
-                                       keys.throttle_type(self.spider_type, domain), keys.throttle_ip(ip, domain)],
+                                       keys.throttle_type(self.spider_type, domain), keys.throttle_ip(ip, domain),
+                                       keys.pace_type(self.spider_type, domain), keys.pace_ip(ip, domain)],
                           args))
         parked = {as_text(member) for reply in run_by_node(self.redis, calls) for member in reply} if calls else set()
         return [item.lease for item in handed if item.lease.member in parked]

@@ -14,10 +14,12 @@ passes them by and the step takes the next host's (a queue partitioned by domain
 :meth:`Taker._scan`, issue 37).
 
 Three ways to take, the same steps each: :meth:`Taker.take` (one step, a read of the head first when robots.txt is
-obeyed), :meth:`Taker.take_many` (up to N steps of one domain in two round trips: the heads, then the steps,
-pipelined) and :meth:`Taker.take_domains` (the steps of a group of due domains in the same two round trips, one
-plain pipeline per node on a Redis Cluster: :func:`frontier.node_pipes.run_by_node`). Each step sees the hits of
-the ones before it, so the windows and the pacing are exactly those of single steps. :meth:`Taker.reserve_many`
+obeyed), :meth:`Taker.take_many` (up to N steps of one domain in two round trips: the heads, then one script call
+for all the steps) and :meth:`Taker.take_domains` (the steps of a group of due domains in the same two round trips,
+a script call per domain, pipelined: one plain pipeline per node on a Redis Cluster,
+:func:`frontier.node_pipes.run_by_node`). The steps of a call read each bucket and window once and write them once
+(``lua/pace.lua``); each step sees the hits of the ones before it, so the windows and the pacing are exactly those
+of single steps. :meth:`Taker.reserve_many`
 records hits for requests that go out without a lease of their own (``lua/reserve.lua``).
 """
 
@@ -98,8 +100,8 @@ class Taker:
                         continue
                     return TakeResult(Outcome.EMPTY, domain, removed=removed)
                 expected = scan.allowed[0]
-            step_keys, args = self._step_call(domain, expected, now, ip or self.ip)
-            result = self._step_result(domain, self._take(keys=step_keys, args=args))
+            step_keys, args = self._step_call(domain, [expected], now, ip or self.ip)
+            result = self._step_result(domain, self._take(keys=step_keys, args=args)[0])
             if result.outcome == Outcome.CHANGED:  # the task checked against robots.txt left meanwhile: look again
                 continue
             result.removed, result.waiting = removed, waiting
@@ -120,7 +122,8 @@ class Taker:
     # --- batches of steps -----------------------------------------------------------------------------------------
     def take_many(self, domain: str, limit: int, now: float | None = None,
                   ip: str | None = None) -> list[TakeResult]:
-        """Up to ``limit`` steps for ``domain`` in two round trips instead of two each. Returns the steps that took,
+        """Up to ``limit`` steps for ``domain`` in two round trips (one script call) instead of two each. Returns
+        the steps that took,
         then the first that did not (if any); tasks dropped unfetched (robots.txt) are in the first result's
         ``removed``."""
         if limit <= 1 or self.politeness.is_blacklisted(domain):
@@ -136,8 +139,8 @@ class Taker:
                 first = self.take(domain, now, ip)
                 first.removed = removed + first.removed
                 return [first]
-        calls = [(self._take, *self._step_call(domain, head, now, ip or self.ip)) for head in expected]
-        out = _first_refusal([self._step_result(domain, reply) for reply in run_scripts(self.redis, calls)])
+        replies = run_scripts(self.redis, [(self._take, *self._step_call(domain, expected, now, ip or self.ip))])[0]
+        out = _first_refusal([self._step_result(domain, reply) for reply in replies])
         if not out:  # only "changed": the tasks left meanwhile; the ordinary step looks again
             out = [self.take(domain, now, ip)]
         out[0].removed = removed + out[0].removed
@@ -152,15 +155,12 @@ class Taker:
         open_domains = [domain for domain in domains if not self.politeness.is_blacklisted(domain)]
         scans = self._scan(open_domains, limit)
         removed = self._remove({domain: scan.disallowed for domain, scan in scans.items()})
-        calls: list[Call] = []
-        owners: list[str] = []
-        for domain in open_domains:
-            for head in scans[domain].allowed:
-                calls.append((self._take, *self._step_call(domain, head, None, ip or self.ip)))
-                owners.append(domain)
+        owners = [domain for domain in open_domains if scans[domain].allowed]
+        calls: list[Call] = [(self._take, *self._step_call(domain, scans[domain].allowed, None, ip or self.ip))
+                             for domain in owners]
         steps: dict[str, list[TakeResult]] = {domain: [] for domain in open_domains}
-        for domain, reply in zip(owners, run_by_node(self.redis, calls), strict=True):
-            steps[domain].append(self._step_result(domain, reply))
+        for domain, replies in zip(owners, run_by_node(self.redis, calls), strict=True):
+            steps[domain] = [self._step_result(domain, reply) for reply in replies]
         out: list[list[TakeResult]] = []
         for domain in domains:
             if domain not in scans:  # blacklisted: the ordinary step drops its queue
@@ -246,16 +246,19 @@ class Taker:
         return removed
 
     # --- the step script ------------------------------------------------------------------------------------------
-    def _step_call(self, domain: str, expected: str, now: float | None, ip: str) -> tuple[list[str], list[Any]]:
+    def _step_call(self, domain: str, heads: Sequence[str], now: float | None,
+                   ip: str) -> tuple[list[str], list[Any]]:
+        """One call of the step script for ``domain``: a step per head (the task checked against robots.txt, or ""
+        for the queue's head, whichever it is then), each seeing the hits of the ones before it."""
         pace = self.politeness.pace(domain)
         rate = pace.rate
         return ([keys.queue(self.job, domain), keys.inflight(self.job, domain),
                  keys.lease_scores(self.job, domain), keys.throttle_type(self.spider_type, domain),
-                 keys.throttle_ip(ip, domain), keys.block(domain), keys.hit_sequence(domain),
+                 keys.throttle_ip(ip, domain), keys.block(domain),
                  keys.pace_type(self.spider_type, domain), keys.pace_ip(ip, domain), keys.adaptive(domain)],
-                [now_arg(now), rate.hits, int(rate.window * US), int(self.lease_seconds * US), expected,
+                [now_arg(now), rate.hits, int(rate.window * US), int(self.lease_seconds * US),
                  int((rate.window + KEY_TTL_MARGIN) * 1000), lease_scores_ttl_ms(self.lease_seconds),
-                 rate.burst, pace.horizon, pace.slack_floor, int(rate.adaptive)])
+                 rate.burst, pace.horizon, pace.slack_floor, int(rate.adaptive), *heads])
 
     def _step_result(self, domain: str, reply: Any) -> TakeResult:
         status, at, value = as_text(reply[0]), int(reply[1]) / US, int(reply[2])
@@ -280,8 +283,8 @@ class Taker:
             address = ip or self.ip
             calls.append((self._reserve,
                           [keys.throttle_type(self.spider_type, domain), keys.throttle_ip(address, domain),
-                           keys.hit_sequence(domain), keys.pace_type(self.spider_type, domain),
-                           keys.pace_ip(address, domain), keys.adaptive(domain), keys.block(domain)],
+                           keys.pace_type(self.spider_type, domain), keys.pace_ip(address, domain),
+                           keys.adaptive(domain), keys.block(domain)],
                           [now_arg(now), rate.hits, int(rate.window * US), withdrawn,
                            int((rate.window + KEY_TTL_MARGIN) * 1000), rate.burst, pace.slack_floor,
                            int(rate.adaptive), pace.horizon]))

@@ -4,7 +4,9 @@
 -- (expired and put back, purged) is not parked: whoever holds the task now parks it. A task parked already (the same
 -- member) is merged: it was counted twice, once is taken back.
 -- KEYS[1] <job>:{d}:inflight  KEYS[2] <job>:{d}:leasescores  KEYS[3] <job>:{d}:parked  KEYS[4] pending:{d}
--- KEYS[5] <spider_type>:{d}:throttle  KEYS[6] <ip>:{d}:throttle
+-- KEYS[5] <spider_type>:{d}:throttle  KEYS[6] <ip>:{d}:throttle  KEYS[7] <spider_type>:{d}:pace  KEYS[8] <ip>:{d}:pace
+-- (a withdrawn hit may empty a window, which deletes it: its bucket forgets `until`, so the next hit sets both
+-- expiries again, pace.lua)
 -- ARGV: (task, crawlid, hit or '')*. Reply: the tasks parked.
 local parked = {}
 for i = 1, #ARGV, 3 do
@@ -17,6 +19,8 @@ for i = 1, #ARGV, 3 do
   if ARGV[i + 2] ~= '' then
     redis.call('ZREM', KEYS[5], ARGV[i + 2])
     redis.call('ZREM', KEYS[6], ARGV[i + 2])
+    redis.call('HDEL', KEYS[7], 'until')
+    redis.call('HDEL', KEYS[8], 'until')
   end
 end
 return parked

@@ -32,7 +32,7 @@ def test_the_moved_scripts_load_with_their_snippets():
     assert "FENCED stale dispatcher epoch" in staging.STAGE.source
     # the clock first, then the pacing snippet, then the step itself
     take = lua.TAKE.source
-    assert take.index("redis.call('TIME')") < take.index("function pace_slot") < take.index("One politeness step")
+    assert take.index("redis.call('TIME')") < take.index("function pace_slot") < take.index("Politeness steps (seed")
 
 
 def test_every_script_is_loaded_through_the_one_loader():
