@@ -1,7 +1,7 @@
 """Counters every component keeps in Redis (seed 4.1.1), mirrored as Prometheus metrics.
 
 Two counters with the seed's semantics and key names, but **bounded memory**: the seed stores one sorted-set member
-per hit; here each counter is a hash of time buckets, pruned on every increment and expiring when idle.
+per hit; here each counter is a hash of time buckets, pruned whenever a bucket starts and expiring when idle.
 
 - :class:`RollingCounter` — hits in the last ``window`` seconds (``stats:<module>:<plugin>:<window>``). The window
   is cut into :data:`BUCKETS_PER_WINDOW` buckets; the value sums the buckets that overlap the window, so it is exact
@@ -73,9 +73,12 @@ class RollingCounter:
         self._sum = BUCKET_SUM.on(redis)
 
     def increment(self, amount: int = 1, now: float | None = None, client: Any = None) -> None:
-        # One bucket more than the window holds: the oldest one still overlaps it.
-        self._incr(keys=[self.key], args=[_now_arg(now), self.width, self.buckets + 1, amount, self.window * 2],
-                   client=client)
+        self._incr(keys=[self.key], args=[_now_arg(now), *self.incr_args(amount)], client=client)
+
+    def incr_args(self, amount: int) -> list[Any]:
+        """This counter's values in a ``bucket_incr.lua`` call (one bucket more than the window holds: the oldest
+        one still overlaps it)."""
+        return [self.width, self.buckets + 1, amount, self.window * 2]
 
     def value(self, now: float | None = None) -> int:
         return int(self._sum(keys=[self.key], args=[_now_arg(now), self.width, self.window]))
@@ -94,8 +97,11 @@ class StepCounter:
         self._incr = BUCKET_INCR.on(redis)
 
     def increment(self, amount: int = 1, now: float | None = None, client: Any = None) -> None:
-        self._incr(keys=[self.key], args=[_now_arg(now), self.step, self.kept, amount, self.step * (self.kept + 1)],
-                   client=client)
+        self._incr(keys=[self.key], args=[_now_arg(now), *self.incr_args(amount)], client=client)
+
+    def incr_args(self, amount: int) -> list[Any]:
+        """This counter's values in a ``bucket_incr.lua`` call."""
+        return [self.step, self.kept, amount, self.step * (self.kept + 1)]
 
     def periods(self) -> dict[int, int]:
         """Count per period, keyed by the period's start time (seconds since the epoch)."""
@@ -127,11 +133,11 @@ class Stats:
         return self._counters[plugin]
 
     def incr(self, plugin: str, amount: int = 1, now: float | None = None) -> None:
-        """Count ``amount`` events of ``plugin`` (one round trip on one server: a pipeline of small scripts)."""
+        """Count ``amount`` events of ``plugin`` (one round trip on one server: one script call)."""
         self.incr_many({plugin: amount}, now)
 
     def incr_many(self, counts: Mapping[str, int], now: float | None = None) -> None:
-        """Count several plugins at once: ``{plugin: amount}``, all in one pipeline on one server."""
+        """Count several plugins at once: ``{plugin: amount}``, all in one script call on one server."""
         counts = {plugin: amount for plugin, amount in counts.items() if amount > 0}
         if not counts:
             return
@@ -141,13 +147,16 @@ class Stats:
                 for counter in self._counters_of(plugin):
                     counter.increment(amount, now)
                 self.redis.incrby(keys.stats_counter(self.module, plugin, "lifetime"), amount)
-        else:
-            pipe = self.redis.pipeline(transaction=False)
+        else:  # one script call for every counter of every plugin (keys in any slot: a single server)
+            counter_keys: list[str] = []
+            args: list[Any] = [_now_arg(now)]
             for plugin, amount in counts.items():
                 for counter in self._counters_of(plugin):
-                    counter.increment(amount, now, client=pipe)
-                pipe.incrby(keys.stats_counter(self.module, plugin, "lifetime"), amount)
-            pipe.execute()
+                    counter_keys.append(counter.key)
+                    args += counter.incr_args(amount)
+                counter_keys.append(keys.stats_counter(self.module, plugin, "lifetime"))
+                args += ["", "", amount, ""]
+            BUCKET_INCR.on(self.redis)(keys=counter_keys, args=args)
         for plugin, amount in counts.items():
             EVENTS.labels(self.module, plugin).inc(amount)
 
