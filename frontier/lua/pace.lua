@@ -12,17 +12,18 @@
 -- A call reads each bucket once (pace_load), finds slots and records hits as many times as it has tasks (pace_slot,
 -- pace_hit: the state is kept here meanwhile, so each hit sees the ones before it exactly as separate calls would),
 -- and writes each bucket and window once (pace_save). The bucket also keeps, for its window:
---   size  an upper bound of the window's members (+1 a hit, -what a trim removed; a hit withdrawn elsewhere is not
---         subtracted): below the limit, no window can be full and the window is not read at all;
+--   size  the window's members (+1 a hit, -1 a hit reserve.lua withdrew, -what a trim removed; park.lua's
+--         withdrawals are not subtracted, so it is an upper bound): below the limit, no window can be full and the
+--         window is not read at all; at 0 the window does not exist, and the hit that makes it sets its expiry;
 --   n     hits since the window was last trimmed of hits that left it: trimmed every TRIM_EVERY hits, not on every
 --         call (a hit that left the window is never among the `limit` most recent that the check reads unless
 --         fewer than `limit` are in it, ZCOUNT);
 --   seq   its hits: a hit's member is `<slot>-<a>.<b>`, `a` and `b` the two buckets' seq, unique in both windows
 --         (each window only holds hits its own bucket counted, and a bucket expires with its window);
 --   until when the bucket and its window expire (ms, Redis time): both are extended together, and only once the
---         expiry a hit needs passes `until`, then to twice what it needs (not a PEXPIRE per hit). A withdrawal that
---         may have emptied the window (which deletes it: the next hit makes a window without expiry) forgets
---         `until` (reserve.lua, park.lua), so the next hit extends both again.
+--         expiry a hit needs passes `until`, then to twice what it needs (not a PEXPIRE per hit), or when the hit
+--         makes the window anew (a window emptied by withdrawals is deleted, its expiry with it; park.lua, which
+--         does not count its withdrawals, forgets `until` instead).
 local pace_fmt = function(n) return string.format('%d', n) end
 local TRIM_EVERY = 32
 
@@ -85,7 +86,8 @@ local function pace_hit(state, slot, spacing, burst)
       left = math.min(burst, bucket.tokens + math.max(0, slot - bucket.last) / spacing)
     end
     bucket.last, bucket.tokens = slot, tonumber(string.format('%.6f', left - 1))
-    bucket.seq, bucket.n, bucket.size = bucket.seq + 1, bucket.n + 1, bucket.size + 1
+    if bucket.size <= 0 then bucket.fresh = true end  -- this hit makes the window: it has no expiry yet
+    bucket.seq, bucket.n, bucket.size = bucket.seq + 1, bucket.n + 1, math.max(bucket.size, 0) + 1
     member[i] = pace_fmt(bucket.seq)
   end
   local hit = pace_fmt(slot) .. '-' .. table.concat(member, '.')
@@ -109,7 +111,7 @@ local function pace_save(state, spacing, burst, ttl_ms)
       bucket.size = bucket.size - redis.call('ZREMRANGEBYSCORE', state.throttles[i], '-inf', state.now - state.wide)
       bucket.n = 0
     end
-    local extend = needed > bucket.expires
+    local extend = needed > bucket.expires or bucket.fresh
     if extend then bucket.expires = needed + (needed - now_ms) end
     redis.call('HSET', state.paces[i], 'at', pace_fmt(bucket.last), 'tokens', string.format('%.6f', bucket.tokens),
                'seq', pace_fmt(bucket.seq), 'n', pace_fmt(bucket.n), 'size', pace_fmt(bucket.size),

@@ -12,9 +12,9 @@
 local limit = math.max(1, tonumber(ARGV[2]))  -- a rate of 0 stops taking; a request already taken goes out slowly
 local window = tonumber(ARGV[3])
 local throttles = {KEYS[1], KEYS[2]}
-local withdrawn = ARGV[4] ~= ''
-if withdrawn then
-  for i = 1, #throttles do redis.call('ZREM', throttles[i], ARGV[4]) end
+local removed = {0, 0}
+if ARGV[4] ~= '' then
+  for i = 1, #throttles do removed[i] = redis.call('ZREM', throttles[i], ARGV[4]) end
 end
 local adaptive = nil
 if ARGV[8] == '1' then adaptive = KEYS[5] end
@@ -25,11 +25,12 @@ local from = now
 local blocked_until = tonumber(redis.call('GET', KEYS[6]))
 if blocked_until and blocked_until > from then from = blocked_until end
 local state = pace_load(throttles, {KEYS[3], KEYS[4]}, now, window + slack)
-if withdrawn then  -- the window may be gone with the hit: the hit recorded now sets both expiries again
-  for i = 1, #state.buckets do state.buckets[i].expires = 0 end
-end
+for i = 1, #state.buckets do state.buckets[i].size = state.buckets[i].size - removed[i] end
 local slot = pace_slot(state, from, limit, spacing, burst)
 if slot - now > tonumber(ARGV[9]) then
+  if removed[1] + removed[2] > 0 then  -- the withdrawal is not written down: the next hit sets the expiries again
+    for i = 1, #state.paces do redis.call('HDEL', state.paces[i], 'until') end
+  end
   return {pace_fmt(now), pace_fmt(slot), '', pace_fmt(slack)}
 end
 local hit = pace_hit(state, slot, spacing, burst)

@@ -188,3 +188,26 @@ def test_the_shared_adaptive_delay_follows_the_rule_and_spaces_an_adaptive_site(
     assert refused.outcome == Outcome.THROTTLED and refused.wait == pytest.approx(expected[-1] - 0.5, abs=1e-4)
     assert plain.take(DOMAIN, now=T0 + 100).outcome == Outcome.TAKEN
     assert plain.take(DOMAIN, now=T0 + 101).outcome == Outcome.TAKEN  # one a second: the delay is not its own
+
+
+def test_windows_keep_an_expiry_through_withdrawals_and_shed_hits_that_left_them(svc: Any) -> None:
+    """Issue 39: a window is no longer trimmed nor its expiry set on every hit (pace.lua): a window a withdrawal
+    emptied (deleted, expiry and all) gets its expiry back with the next hit, and hits that left it go every 32."""
+    redis = svc.redis()
+    engine = FrontierClient(redis, "j", "list", IP1, Politeness(StaticSiteConfig(Rate(60, 60))))
+    push(redis, "j", 200)
+    windows = [keys.throttle_type("list", DOMAIN), keys.throttle_ip(IP1, DOMAIN)]
+    buckets = [keys.pace_type("list", DOMAIN), keys.pace_ip(IP1, DOMAIN)]
+    lease = engine.take(DOMAIN, now=T0).lease
+    assert all(redis.pttl(key) > 0 for key in windows + buckets)
+    again = engine.reserve(DOMAIN, lease.hit, now=T0 + 3)  # the only hit withdrawn: both windows were deleted
+    assert again.recorded and all(redis.zcard(key) == 1 and redis.pttl(key) > 0 for key in windows)
+    hits = {lease.hit, again.hit}
+    for second in range(4, 130):
+        result = engine.take(DOMAIN, now=T0 + second)
+        assert result.outcome == Outcome.TAKEN
+        hits.add(result.lease.hit)
+    assert len(hits) == 128  # every hit's member is unique
+    for key in windows:  # at most 61 hits in the window (60 s and the slack), and fewer than 32 that left it
+        assert redis.zcount(key, (T0 + 129 - 60.2) * 1e6, "+inf") == 61 and redis.zcard(key) < 61 + 32
+        assert redis.pttl(key) > 0
