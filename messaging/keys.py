@@ -259,8 +259,10 @@ def robots_down(domain: str, host: str) -> str:
 def pace_type(spider_type: str, domain: str) -> str:
     """hash: the token bucket that spaces the hits of one spider type on the domain (``at``: Redis time of its last
     hit, µs; ``tokens``: tokens left then), refilled at the site's rate up to its burst; ``seq`` counts its hits
-    (a hit's member in the windows is ``<slot>-<seq of this bucket>.<seq of the IP's>``, unique in both) and ``n``
-    those since its window was last trimmed of hits that left it."""
+    (a hit's member in the windows is ``<slot>-<seq of this bucket>.<seq of the IP's>``, unique in both), ``n``
+    those since its window was last trimmed of hits that left it, ``size`` a bound of its window's members (the
+    window is read only when it reaches the rate's limit) and ``until`` when it and its window expire (extended
+    together, not on every hit)."""
     return f"{spider_type}:{{{_tag(domain)}}}:pace"
 
 

@@ -27,14 +27,15 @@
 local pace_fmt = function(n) return string.format('%d', n) end
 local TRIM_EVERY = 32
 
--- Read both buckets (the window's size from the window itself the first time a bucket has none).
+-- Read both buckets. No bucket: no window either (they expire together, and a hit writes both); a bucket written
+-- before it counted its window's size has it counted once (ZCARD).
 local function pace_load(throttles, paces, now, wide)
   local state = {throttles = throttles, paces = paces, now = now, wide = wide, buckets = {}, slot = 0, hits = {},
                  pending = 0}
   for i = 1, #paces do
     local raw = redis.call('HMGET', paces[i], 'at', 'tokens', 'seq', 'n', 'size', 'until')
     local size = tonumber(raw[5])
-    if not size then size = redis.call('ZCARD', throttles[i]) end
+    if not size then size = raw[1] and redis.call('ZCARD', throttles[i]) or 0 end
     state.buckets[i] = {last = tonumber(raw[1]), tokens = tonumber(raw[2]), seq = tonumber(raw[3]) or 0,
                         n = tonumber(raw[4]) or 0, size = size, expires = tonumber(raw[6]) or 0}
   end
