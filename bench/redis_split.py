@@ -67,15 +67,15 @@ def key_shape(key: str) -> str:
 class CommandSplit:
     """Every command Redis runs while the block lasts, filed by source (see the module docstring)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, names: dict[str, str] | None = None) -> None:
         self.url = url
-        self.names = script_names()
+        self.names = script_names() if names is None else names
         self.calls: Counter[str] = Counter()  # source -> calls (a script's calls; a command's count)
         self.inner: dict[str, Counter[str]] = defaultdict(Counter)  # source -> command -> count, inner included
         self._client = redis_py.Redis.from_url(url)
         self._conn: Any = None
         self._thread = threading.Thread(target=self._run, name="redis-split", daemon=True)
-        self._ready = threading.Event()
+        self._script = ""  # the script call the lines from client "lua" belong to
 
     def __enter__(self) -> CommandSplit:
         self._conn = self._client.connection_pool.get_connection()
@@ -94,28 +94,30 @@ class CommandSplit:
         self._client.close()
 
     def _run(self) -> None:
-        script = ""
-        while True:
-            line = self._conn.read_response(disable_decoding=True)
-            head, _, rest = line.partition(b"] ")
-            args = [match.group(1) for _, match in zip(range(3), _ARG.finditer(rest), strict=False)]
-            if not args:
-                continue
-            command = args[0].decode(errors="replace").lower()
-            if head.endswith(b" lua"):
-                self.inner[script][command] += 1
-                continue
-            if command == "echo" and len(args) > 1 and args[1] == STOP.encode():
-                return
-            if command in ("evalsha", "eval") and len(args) > 1:
-                sha = args[1].decode() if command == "evalsha" else hashlib.sha1(_unescape(args[1])).hexdigest()
-                script = "script " + self.names.get(sha, sha[:12])
-                source = script
-            else:
-                key = args[1].decode(errors="replace") if len(args) > 1 else ""
-                source = f"{command.upper()} {key_shape(key)}".rstrip()
-            self.calls[source] += 1
-            self.inner[source][command] += 1
+        while self.file(self._conn.read_response(disable_decoding=True)):
+            pass
+
+    def file(self, line: bytes) -> bool:
+        """File one ``MONITOR`` line under its source; False once the stop mark is seen."""
+        head, _, rest = line.partition(b"] ")
+        args = [match.group(1) for _, match in zip(range(3), _ARG.finditer(rest), strict=False)]
+        if not args:
+            return True
+        command = args[0].decode(errors="replace").lower()
+        if head.endswith(b" lua"):
+            self.inner[self._script][command] += 1
+            return True
+        if command == "echo" and len(args) > 1 and args[1] == STOP.encode():
+            return False
+        if command in ("evalsha", "eval") and len(args) > 1:
+            sha = args[1].decode() if command == "evalsha" else hashlib.sha1(_unescape(args[1])).hexdigest()
+            source = self._script = "script " + self.names.get(sha, sha[:12])
+        else:
+            key = args[1].decode(errors="replace") if len(args) > 1 else ""
+            source = f"{command.upper()} {key_shape(key)}".rstrip()
+        self.calls[source] += 1
+        self.inner[source][command] += 1
+        return True
 
     def table(self, pages: int, top: int = 30) -> list[dict[str, Any]]:
         """The ``top`` sources by commands per page: calls and commands per page, the commands by name."""
