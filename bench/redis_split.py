@@ -122,7 +122,7 @@ class CommandSplit:
     def table(self, pages: int, top: int = 30) -> list[dict[str, Any]]:
         """The ``top`` sources by commands per page: calls and commands per page, the commands by name."""
         pages = max(pages, 1)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for source, commands in self.inner.items():
             rows.append({"source": source, "calls_per_page": round(self.calls[source] / pages, 3),
                          "commands_per_page": round(sum(commands.values()) / pages, 3),
