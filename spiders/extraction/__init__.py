@@ -27,7 +27,7 @@ from selectolax.lexbor import LexborHTMLParser
 from spiders.encoding import decode_html, repair_mojibake
 from spiders.extraction.article import without_forms
 from spiders.extraction.blocks import Params, select_blocks
-from spiders.extraction.dates import find_published
+from spiders.extraction.dates import DATES_SELECTOR, find_published
 from spiders.extraction.dom import Block, Tree, linearise
 from spiders.extraction.kinds import DISCUSSION, PRODUCT, drop_badges, is_counter, page_kind
 from spiders.extraction.labels import is_byline_line, is_dated_label
@@ -35,9 +35,16 @@ from spiders.extraction.lines import without_adjacent_repeats
 from spiders.extraction.links import Site, page_site, unknown_site
 from spiders.extraction.markdown import render_markdown
 from spiders.extraction.parse import clip, clip_bytes, hide_screen_reader_text, parse_html
-from spiders.extraction.title import find_title
+from spiders.extraction.title import TITLE_SELECTOR, find_title
 
 __all__ = ["Extracted", "Params", "Prepared", "extract", "parse_html", "prepare", "select", "select_and_join"]
+
+
+# What the title and the metadata date are read from: one query (no element matches both parts twice: the parts'
+# tags differ but for meta[content], written once).
+_METADATA_SELECTOR = TITLE_SELECTOR + ", " + ", ".join(
+    part for part in DATES_SELECTOR.split(", ") if part not in TITLE_SELECTOR.split(", ")
+)
 
 
 class Extracted(TypedDict):
@@ -91,8 +98,9 @@ def prepare(html: str, params: Params | None = None, url: str | None = None,
         document = parse_html(html)
     if document is None:
         return Prepared(blocks=[], tree=Tree(), title=None, headline=None, published=None)
-    title = find_title(document) or None
-    published = find_published(document, source=html)
+    found = document.css(_METADATA_SELECTOR)  # one pass over the tree for both (each pass costs 0.1-0.15 ms)
+    title = find_title(document, found) or None
+    published = find_published(document, source=html, found=found)
     params = params or Params()
     kind = page_kind(html, params.offered_products)
     if kind == PRODUCT and params.screen_reader_text:

@@ -11,9 +11,12 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["find_published", "parse_date"]
+__all__ = ["DATES_SELECTOR", "find_published", "parse_date"]
+
+# What the metadata date is read from first (one pass over the tree, in C).
+DATES_SELECTOR = "meta[content], time[datetime]"
 
 # Meta names (lower-case) that carry the publication date, most trustworthy first.
 _META_NAMES = (
@@ -103,22 +106,25 @@ def parse_date(text: str) -> str | None:
     return None
 
 
+_DATED_TAGS = frozenset(("meta", "time"))  # the tags DATES_SELECTOR matches
 _ITEMPROP_DATE = re.compile(r"""itemprop\s*=\s*["']?datePublished""", re.IGNORECASE)
 
 
-def _from_metadata(document: LexborHTMLParser, source: str | None) -> str | None:
-    found: dict[str, str] = {}
+def _from_metadata(document: LexborHTMLParser, source: str | None, found: Sequence[LexborNode] | None) -> str | None:
+    metas: dict[str, str] = {}
     times = []
-    for element in document.css("meta[content], time[datetime]"):  # one pass over the tree
+    for element in document.css(DATES_SELECTOR) if found is None else found:
+        if found is not None and element.tag not in _DATED_TAGS:  # matched by another reader's selector
+            continue
         attributes = element.attributes
         if "content" not in attributes:
             times.append(attributes)
             continue
         key = (attributes.get("property") or attributes.get("name") or attributes.get("itemprop") or "").strip().lower()
-        if key in _META_NAMES and key not in found:
-            found[key] = attributes.get("content") or ""
+        if key in _META_NAMES and key not in metas:
+            metas[key] = attributes.get("content") or ""
     for key in _META_NAMES:
-        if key in found and (iso := parse_date(found[key])):
+        if key in metas and (iso := parse_date(metas[key])):
             return iso
     # Microdata and JSON-LD both spell "datePublished": when the source has no such word (most pages), skip the
     # two searches.
@@ -141,14 +147,19 @@ def _from_metadata(document: LexborHTMLParser, source: str | None) -> str | None
 
 
 def find_published(
-    document: LexborHTMLParser | None, nearby_text: Sequence[str] = (), source: str | None = None
+    document: LexborHTMLParser | None,
+    nearby_text: Sequence[str] = (),
+    source: str | None = None,
+    found: Sequence[LexborNode] | None = None,
 ) -> str | None:
     """Publication date from metadata, else from ``nearby_text`` (lines around the headline), else None.
 
-    ``source``, the HTML the document was parsed from, lets the search skip what the page cannot hold."""
+    ``source``, the HTML the document was parsed from, lets the search skip what the page cannot hold. ``found``:
+    the document's elements matching a selector list that holds ``DATES_SELECTOR`` (in document order), when a
+    caller's one query serves other readers too (the title's); others among them are ignored."""
     if document is not None:
         try:
-            iso = _from_metadata(document, source)
+            iso = _from_metadata(document, source, found)
         except (ValueError, json.JSONDecodeError):
             iso = None
         if iso:

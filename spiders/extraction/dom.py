@@ -186,109 +186,78 @@ def linearise(document: LexborHTMLParser) -> tuple[list[Block], Tree]:
     if root is None or not prune(document, panels):
         return [], tree
     lines = _Lines(tree)
-    _walk(root, tree, lines)
-    if lines.visible and lines.block_stack:
-        lines.flush()
+    _walk(root, lines)
     if panels:
         _mark_panels(lines.blocks, tree, panels)
     return lines.blocks, tree
 
 
 class _Lines:
-    """The lines cut so far, the one being read (its pieces of text), and the open blocks that are its home."""
+    """The lines cut so far, the pieces of text of the one being read, and the open blocks that are its home.
+    The walk keeps its counters in local variables (it runs once per node: an attribute or a method call per
+    node is most of its cost) and hands them here only when a line is cut."""
 
-    __slots__ = ("block_stack", "blocks", "furniture_stack", "link_chars", "links", "pieces", "tree", "visible",
-                 "wrapped_stack")
+    __slots__ = ("block_stack", "blocks", "furniture_stack", "pieces", "tree", "wrapped_stack")
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
         self.blocks: list[Block] = []
-        self.pieces: list[str] = []
-        self.visible = False  # whether ``pieces`` hold more than white space
-        self.link_chars = 0
-        self.links = 0  # open <a> elements
+        self.pieces: list[str] = []  # the text of the line being read; white space between nodes as " "
         self.block_stack: list[int] = []  # the innermost open block-level element is the text's home
         # Per open block: whether it or a block around it is furniture; None until a line inside it needs to know
         # (class/id names are read and judged only for blocks that hold text, and not at all inside furniture).
         self.furniture_stack: list[int | None] = []  # FURNITURE, BYLINE in a byline, 0 neither
         self.wrapped_stack: list[bool] = []  # per open block: whether it was opened inside an <a> (a whole-card link)
 
-    def text(self, node: LexborNode) -> None:
-        """A text node: a piece of the line (white space only separates)."""
-        if node.is_empty_text_node:  # white space (most text nodes): only a separator
-            if self.pieces:
-                self.pieces.append(" ")
-            return
-        text = node.text_content or ""  # a text node's is never None
-        self.pieces.append(text)
-        if not self.visible and not text.isspace():
-            self.visible = True
-        if self.links:
-            self.link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
-
-    def end_line(self) -> None:
-        """A block boundary: the line read so far becomes a block if it holds visible text."""
-        if self.visible:
-            self.flush()
-        elif self.pieces:  # white space between blocks: no block
-            self.pieces.clear()
-            self.link_chars = 0
-
-    def flush(self) -> None:  # called only when ``pieces`` hold visible text
-        text = " ".join("".join(self.pieces).split())
+    def cut(self, link_chars: int) -> None:
+        """The pieces read hold visible text: they become a block (and are cleared)."""
+        pieces = self.pieces
+        text = " ".join("".join(pieces).split())
+        pieces.clear()
         chars = len(text) - text.count(" ")
         home = self.block_stack[-1]
         furniture = self.furniture_stack[-1]
         if furniture is None:
             furniture = _judge_open_blocks(self.tree, self.block_stack, self.furniture_stack)
-        tag = self.tree.tag(home)
-        wrapped = self.wrapped_stack[-1]
         blocks = self.blocks
-        block = Block(text, chars, min(self.link_chars, chars), home, tag, furniture == FURNITURE, len(blocks),
-                      wrapped)
+        block = Block(text, chars, min(link_chars, chars), home, self.tree.tag(home), furniture == FURNITURE,
+                      len(blocks), self.wrapped_stack[-1])
         block.byline = furniture == BYLINE
         blocks.append(block)
-        self.pieces.clear()
-        self.link_chars, self.visible = 0, False
-
-    def open_block(self, node: LexborNode, index: int, kind: int) -> None:
-        """A block-level element opens: the line before it ends, and it is the home of the text that follows."""
-        self.end_line()
-        furniture_stack = self.furniture_stack
-        around = furniture_stack[-1] if furniture_stack else 0
-        if around == FURNITURE or (kind == _BOILERPLATE and not _disclosure(node)):
-            furniture_stack.append(FURNITURE)
-        elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
-            furniture_stack.append(around)
-        else:
-            furniture_stack.append(None)
-        self.block_stack.append(index)
-        self.wrapped_stack.append(self.links > 0)
-
-    def close_block(self) -> None:
-        """A block-level element closes: the line inside it ends."""
-        self.end_line()
-        self.block_stack.pop()
-        self.furniture_stack.pop()
-        self.wrapped_stack.pop()
 
 
 # What closing an element undoes.
 _NOTHING, _A_BLOCK, _A_LINK = 0, 1, 3
 
 
-def _walk(root: LexborNode, tree: Tree, lines: _Lines) -> None:
-    """Visit every node once in document order (iteratively): number the elements in ``tree``, feed the text and
-    the block boundaries to ``lines``."""
+def _walk(root: LexborNode, lines: _Lines) -> None:
+    """Visit every node once in document order (iteratively): number the elements in the Tree, cut the text into
+    lines at block boundaries. A line's text is cut when the next block-level element opens or closes."""
+    tree = lines.tree
     nodes, tag_ids, parents, ends = tree.nodes, tree.tag_ids, tree.parent, tree.end
+    pieces, block_stack, furniture_stack, wrapped_stack = (
+        lines.pieces, lines.block_stack, lines.furniture_stack, lines.wrapped_stack)
     tag_kinds = _tag_kinds
+    visible = False  # whether ``pieces`` hold more than white space
+    link_chars = 0  # non-space characters of ``pieces`` inside <a>
+    links = 0  # open <a> elements
     # The stack holds, per open element: its node, its index in the Tree (-1: not in it), and what closing it undoes.
     stack: list[tuple[LexborNode, int, int]] = []
     node, parent = root, -1
     while True:
         tag_id = node.tag_id
+        index, closing = -1, _NOTHING  # what finishing ``node`` undoes: nothing for text, skipped and inline ones
         if tag_id == _TEXT_NODE:
-            lines.text(node)
+            if node.is_empty_text_node:  # white space (most text nodes): only a separator
+                if pieces:
+                    pieces.append(" ")
+            else:
+                text = node.text_content or ""  # a text node's is never None
+                pieces.append(text)
+                if not visible and not text.isspace():
+                    visible = True
+                if links:
+                    link_chars += len(text) - text.count(" ") - text.count("\n") - text.count("\t")
         elif tag_id != _COMMENT_NODE:
             kind = tag_kinds.get(tag_id)
             if kind is None:
@@ -305,40 +274,57 @@ def _walk(root: LexborNode, tree: Tree, lines: _Lines) -> None:
                 tag_ids.append(tag_id)
                 parents.append(parent)
                 ends.append(index + 1)
-                closing = _NOTHING
                 if kind == _LINK:
-                    lines.links += 1
+                    links += 1
                     closing = _A_LINK
-                elif kind:
-                    lines.open_block(node, index, kind)
+                elif kind:  # a block-level element opens: the line before it ends, and it is the following text's home
+                    if visible:
+                        lines.cut(link_chars)
+                        visible = False
+                    elif pieces:  # white space between blocks: no block
+                        pieces.clear()
+                    link_chars = 0
+                    around = furniture_stack[-1] if furniture_stack else 0
+                    if around == FURNITURE or (kind == _BOILERPLATE and not _disclosure(node)):
+                        furniture_stack.append(FURNITURE)
+                    elif kind == _PAGE:  # the page as a whole is never furniture, whatever its class says
+                        furniture_stack.append(around)
+                    else:
+                        furniture_stack.append(None)
+                    block_stack.append(index)
+                    wrapped_stack.append(links > 0)
                     closing = _A_BLOCK
                 child = node.first_child
                 if child is not None:
                     stack.append((node, index, closing))
                     node, parent = child, index
                     continue
-                _close(lines, closing)
-        # Done with ``node``: on to its next sibling, closing the elements that end here.
-        while stack:
+        # ``node`` is finished: close it, then on to its next sibling, closing the elements that end there.
+        while True:
+            if index >= 0:
+                ends[index] = len(nodes)
+                parent = parents[index]
+                if closing == _A_LINK:
+                    links -= 1
+                elif closing:  # a block-level element closes: the line inside it ends
+                    if visible:
+                        lines.cut(link_chars)
+                        visible = False
+                    elif pieces:
+                        pieces.clear()
+                    link_chars = 0
+                    block_stack.pop()
+                    furniture_stack.pop()
+                    wrapped_stack.pop()
+            if not stack:  # the root is finished
+                if visible and block_stack:  # text after the last block closed (never with an <html> root)
+                    lines.cut(link_chars)
+                return
             following = node.next
             if following is not None:
                 node = following
                 break
             node, index, closing = stack.pop()
-            if index < 0:
-                continue
-            ends[index] = len(nodes)
-            parent = parents[index]
-            _close(lines, closing)
-        else:
-            break
-
-
-def _close(lines: _Lines, closing: int) -> None:
-    if closing == _A_LINK:
-        lines.links -= 1
-    elif closing:
-        lines.close_block()
 
 
 def _mark_panels(blocks: list[Block], tree: Tree, panels: list[LexborNode]) -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from spiders.extraction.markup import WORDS
 
-__all__ = ["find_title"]
+__all__ = ["TITLE_SELECTOR", "find_title"]
+
+# What the title is read from (one pass over the tree, in C).
+TITLE_SELECTOR = "title, h1, h2, meta[content]"
 
 # "Headline - Site", "Site | Section | Headline", "标题_新闻_网站": split the <title> on these.
 _SEPARATORS = re.compile(r"\s+[|\-–—:»·•]\s+|\s*[|_]\s*|\s*[-–—]{2,}\s*|\s+::\s+")
@@ -66,13 +70,16 @@ def _strip_site_name(title: str) -> str:
     return max(parts, key=len) if len(parts) > 1 else title
 
 
-def find_title(document: LexborHTMLParser | None) -> str:
+def find_title(document: LexborHTMLParser | None, found: Sequence[LexborNode] | None = None) -> str:
     """Best headline for the page: an ``<h1>`` (or ``<h2>``, by its words) confirmed by ``<title>``/og:title, else
-    og:title, else a cleaned ``<title>``, else the first ``<h1>``; empty string when the page has none."""
+    og:title, else a cleaned ``<title>``, else the first ``<h1>``; empty string when the page has none.
+
+    ``found``: the document's elements matching a selector list that holds ``TITLE_SELECTOR`` (in document order),
+    when a caller's one query serves other readers too; others among them are ignored."""
     if document is None:
         return ""
     document_title, metas, h1, h2 = None, [], [], []
-    for element in document.css("title, h1, h2, meta[content]"):  # one pass over the tree
+    for element in document.css(TITLE_SELECTOR) if found is None else found:
         tag = element.tag
         if tag == "meta":
             metas.append(element.attributes)
@@ -80,7 +87,7 @@ def find_title(document: LexborHTMLParser | None) -> str:
             h1.append(element)
         elif tag == "h2":
             h2.append(element)
-        elif document_title is None:
+        elif document_title is None and tag == "title":
             document_title = _clean(element.text())
     document_title = document_title or ""
     meta_title = _meta_titles(metas)
