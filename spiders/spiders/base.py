@@ -45,6 +45,7 @@ from spiders.render.modes import render_mode
 from spiders.robots_meta import NOINDEX_META, robots_meta
 from spiders.rules import PageResult
 from spiders.worker.crawls import CrawlInfo
+from spiders.xpaths import bound_library_xpaths
 
 logger = logging.getLogger(__name__)
 MAX_RULES = 1024  # built rules kept per process
@@ -62,6 +63,7 @@ class FleetSpider(scrapy.Spider):
         super().__init__(*args, **kwargs)
         self._rules: dict[str, Any] = {}
         install_exslt_functions()  # XPath's re:test / re:match / re:replace run in RE2, as the rules' regexes do
+        bound_library_xpaths()  # which makes every evaluation log a message: the libraries' evaluators bounded too
 
     async def start(self) -> AsyncIterator[Any]:
         """Nothing: tasks come from Redis through the scheduler."""
