@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import lxml.html
 import parsel
+import parsel.selector
 import pytest
 from lxml import etree
+from scrapy.http import HtmlResponse
+from scrapy.linkextractors import LinkExtractor, lxmlhtml
 
+from messaging.regexes import install_exslt_functions
 from messaging.validation import EXSLT_NAMESPACES
 from spiders import robots_meta
 from spiders.rules import fields
-from spiders.xpaths import REUSES, ReusedXPath
+from spiders.xpaths import REUSES, ReusedXPath, bound_library_xpaths
 
 pytestmark = pytest.mark.unit
 
@@ -87,3 +92,56 @@ def test_the_robots_meta_search_stays_bounded() -> None:
 def test_the_rule_namespaces_still_work() -> None:
     xpath = ReusedXPath("//p[re:test(., 'text [0-9]+')]/text()", EXSLT_NAMESPACES, reuses=2)
     assert [xpath(root) for root in roots(5)] == [[f"text {n}"] for n in range(5)]
+
+
+# --- the evaluators the libraries keep (Scrapy's link texts, lxml.html's text_content(), parsel's cache) ---------
+def test_the_global_re2_functions_make_every_evaluation_log() -> None:
+    """Why the libraries' evaluators need a bound: with the RE2 functions installed in lxml's global EXSLT namespace
+    (as a rule spider does), an evaluator made with lxml's defaults logs on every successful evaluation."""
+    install_exslt_functions()
+    plain = etree.XPath("string()")
+    for root in roots(20):
+        plain(root)
+    if len(plain.error_log) == 0:
+        pytest.skip("this lxml/libxml2 logs nothing when a global function is registered again")
+    assert len(plain.error_log) >= 20
+
+
+@pytest.fixture()
+def unbounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The libraries as they come (another test's spider may have bounded them already), restored after."""
+    monkeypatch.setattr(lxmlhtml, "_collect_string_content", etree.XPath("string()"))
+    monkeypatch.setattr(lxml.html, "_collect_string_content", etree.XPath("string()"))
+    cached = parsel.selector._compile_xpath
+    monkeypatch.setattr(parsel.selector, "_compile_xpath", getattr(cached, "cached", cached))
+
+
+@pytest.mark.usefixtures("unbounded")
+def test_the_libraries_evaluators_are_bounded() -> None:
+    install_exslt_functions()
+    bound_library_xpaths(reuses=50)
+    assert bound_library_xpaths(reuses=50) == []  # once is enough: the second call finds them bounded
+    assert isinstance(lxmlhtml._collect_string_content, ReusedXPath)
+    assert isinstance(lxml.html._collect_string_content, ReusedXPath)
+    body = "<html><body><nav><a href='/a'>one</a> <a href='/b'>two</a></nav><p>text</p></body></html>"
+    extractor = LinkExtractor(restrict_xpaths="//nav")
+    link_logs, parsel_logs = [], []
+    for n in range(400):
+        response = HtmlResponse(f"http://example.com/{n}", body=body.encode(), encoding="utf-8")
+        assert [link.text for link in extractor.extract_links(response)] == ["one", "two"]
+        assert lxml.html.fromstring(body).text_content() == "one twotext"
+        link_logs.append(lxmlhtml._collect_string_content.logged)
+        parsel_logs.append(len(parsel.selector._get_xpath_evaluator("//nav", {}, True).error_log))
+    assert max(link_logs) <= 2 * max(link_logs[:100]) and link_logs[-1] < 400  # two links a page, 3 messages each
+    assert max(parsel_logs) <= 2 * max(parsel_logs[:100]) and parsel_logs[-1] < 400
+    assert parsel.selector._compile_xpath.emptied >= 1
+
+
+@pytest.mark.usefixtures("unbounded")
+def test_parsel_answers_the_same_through_the_emptied_cache() -> None:
+    bound_library_xpaths(reuses=3)
+    selector = parsel.Selector(text=PAGE.format(n=7))
+    for _ in range(10):
+        assert selector.xpath("//h1/text()").get() == "Title 7"
+        assert selector.css("p::text").get() == "text 7"
+    assert parsel.selector._compile_xpath.emptied >= 5
