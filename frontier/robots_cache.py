@@ -202,9 +202,10 @@ class RobotsCache:
         self.fetched = 0  # robots.txt files this process fetched (tests, stats)
         # by host, the most recently used MEMO_HOSTS (a broad crawl meets millions of hosts): one evicted is read
         # again from Redis (``memo_evictions``)
-        self._memo: BoundedDict[str, tuple[Robots | Outage, float]] = BoundedDict(MEMO_HOSTS, touch=True)
+        self._memo: BoundedDict[str, tuple[Robots | Outage, float]] = BoundedDict(MEMO_HOSTS, touch=True,
+                                                                                   memo="robots_hosts")
         # by domain: the rules of the host read last (Crawl-delay), as many domains
-        self._latest: BoundedDict[str, Robots] = BoundedDict(MEMO_HOSTS, touch=True)
+        self._latest: BoundedDict[str, Robots] = BoundedDict(MEMO_HOSTS, touch=True, memo="robots_domains")
         self.records = RobotsRecords(redis)  # the frontier client's robots.txt records (frontier.client)
 
     @property

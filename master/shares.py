@@ -24,6 +24,7 @@ from typing import Any
 
 from frontier.config_watch import SiteRates
 from messaging import keys
+from messaging.bounded import count_evictions, declare_memo
 
 REFRESH_SECONDS = 1.0  # a full domain's count is read again at most this often
 KNOWN_LIMIT = 200_000  # domains counted in memory; past it the counts start again from zero
@@ -36,6 +37,7 @@ class SiteShares:
         self.redis = redis
         self.sites = sites
         self.minutes = minutes
+        declare_memo("share_domains")
         self._held: dict[str, int] = {}  # domain -> tasks in the workers' queues: last read plus placed since
         self._read_at: dict[str, float] = {}  # domain -> when its count was last read
         self._quotas: dict[str, int] = {}
@@ -73,6 +75,7 @@ class SiteShares:
         if not domains:
             return
         if len(self._held) > KNOWN_LIMIT:
+            count_evictions("share_domains", len(self._held))
             self._held.clear()
             self._read_at.clear()
             self._quotas.clear()

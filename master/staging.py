@@ -45,6 +45,7 @@ from frontier.client import add_to_index
 from frontier.lua import PENDING_LUA
 from master.lua import LUA
 from messaging import keys
+from messaging.bounded import count_evictions, declare_memo
 from messaging.clients import RedisClient, as_text
 from messaging.domains import host_problem
 from messaging.scripts import is_cluster, lua_script, run_scripts
@@ -104,6 +105,7 @@ class Staging:
         self._batches = itertools.count(1)
         # (set key, domain) pairs already added: a job's or a crawl's domain set only grows while it is alive
         self._known: set[tuple[str, str]] = set()
+        declare_memo("landing_markers")
         self._stage = STAGE.on(redis)
         self._land = LAND.on(redis)
         self._revoke = REVOKE.on(redis)
@@ -149,6 +151,7 @@ class Staging:
                 pipe.sadd(key, *domains)
             pipe.execute()
             if len(self._known) > KNOWN_LIMIT:
+                count_evictions("landing_markers", len(self._known))
                 self._known.clear()
             self._known.update((key, domain) for key, domains in members.items() for domain in domains)
         calls = []

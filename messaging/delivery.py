@@ -44,6 +44,7 @@ from kafka import TopicPartition
 from kafka.partitioner.default import murmur2
 
 from messaging import clients, keys
+from messaging.bounded import count_evictions, declare_memo
 from messaging.clients import RedisClient, as_text
 from messaging.settings import Settings
 
@@ -96,6 +97,7 @@ class Delivery:
         self._lock = threading.RLock()
         self._pending: dict[str, _Attempt] = {}
         self._delivered: OrderedDict[str, None] = OrderedDict()
+        declare_memo("delivered_ids")
         self._acked: list[Record] = []  # acknowledged, their notes not yet marked sent
         self._next_offset: dict[TopicPartition, int] = {}  # after the last record this process saw acknowledged
         self.checks = 0  # partitions read before a send again (tests, logs)
@@ -205,6 +207,7 @@ class Delivery:
         self._delivered[record.id] = None
         while len(self._delivered) > DELIVERED_KEPT:
             self._delivered.popitem(last=False)
+            count_evictions("delivered_ids")
         if offset is not None and offset >= 0:  # -1: the broker had it already (a deduplicated retry)
             tp = TopicPartition(record.topic, int(record.partition or 0))
             self._next_offset[tp] = max(self._next_offset.get(tp, 0), offset + 1)

@@ -76,7 +76,8 @@ class FailureStore:
 
     def __init__(self, database: Any) -> None:
         self.database = database
-        self._indexed: BoundedDict[str, bool] = BoundedDict(INDEXED_KEPT)  # crawls whose index was made sure of
+        # crawls whose index was made sure of
+        self._indexed: BoundedDict[str, bool] = BoundedDict(INDEXED_KEPT, memo="failures_indexed")
 
     def apply(self, crawlid: str, keep: Sequence[Failure], drop: Iterable[str]) -> None:
         """Write a commit's verdicts: ``keep`` upserted (attempts added up), ``drop`` (fingerprints) deleted."""

@@ -6,7 +6,10 @@ from P upwards (so several processes on a host get P, P+1, …); with 0 it takes
 endpoint is logged and registered in Redis (``metrics:<module>:<host>:<pid>``, refreshed with the module's
 heartbeat, listed in ``endpoints:metrics``) so that a scraper can discover it: :mod:`messaging.discovery` writes
 them all into a Prometheus ``file_sd`` file. Besides each module's own metrics, every endpoint carries the process
-collector of prometheus-client (CPU seconds, resident memory, open files) and :data:`UP`.
+collector of prometheus-client (CPU seconds, resident memory, open files), :data:`UP` and
+``crawlfleet_memo_evictions_total{memo}``: the entries each bounded per-crawl, per-host or per-URL memo of the
+process evicted to stay within its bound (:mod:`messaging.bounded`; docs/architecture.md lists them), so that a bound
+that costs something (a robots.txt record read again, a rule built again) shows.
 
 The same port answers ``/livez`` and ``/readyz`` (:mod:`messaging.health`: 200 or 503, a JSON body naming each
 check), so that a platform's probes and its scraper need one port per process.
@@ -24,9 +27,11 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from messaging import keys
+from messaging.bounded import evictions
 from messaging.clients import RedisClient
 from messaging.health import HEALTH, Health
 from messaging.settings import Settings
@@ -35,6 +40,21 @@ PORT_SEARCH = 100
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 
 UP = Gauge("crawlfleet_process_up", "1 while this crawlfleet process runs, by module.", ["module"])
+
+
+class MemoEvictions:
+    """``crawlfleet_memo_evictions_total{memo}`` from :func:`messaging.bounded.evictions`, read when scraped."""
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "crawlfleet_memo_evictions", "Entries a bounded per-crawl, per-host or per-URL memo of this process "
+            "evicted to stay within its bound, by memo.", labels=["memo"])
+        for memo, count in sorted(evictions().items()):
+            family.add_metric([memo], count)
+        yield family
+
+
+REGISTRY.register(MemoEvictions())
 
 
 @dataclass

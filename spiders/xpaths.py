@@ -82,9 +82,9 @@ def bound_library_xpaths(reuses: int = REUSES) -> list[str]:
             replaced.append(f"{module_name}.{attribute}")
     import parsel.selector
 
-    compile_xpath = getattr(parsel.selector, "_compile_xpath", None)
+    compile_xpath: Any = getattr(parsel.selector, "_compile_xpath", None)
     if callable(getattr(compile_xpath, "cache_clear", None)) and not isinstance(compile_xpath, _EmptiedCache):
-        parsel.selector._compile_xpath = _EmptiedCache(compile_xpath, reuses)
+        setattr(parsel.selector, "_compile_xpath", _EmptiedCache(compile_xpath, reuses))  # noqa: B010 - private
         replaced.append("parsel.selector._compile_xpath")
     return replaced
 

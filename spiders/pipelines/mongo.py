@@ -136,7 +136,7 @@ class MongoWriter:
         self.now = now or (lambda: datetime.now(UTC))
         # collections whose unique index this process has made sure of, the latest INDEXED_KEPT (one evicted is
         # asked again: create_index of an existing index is a no-op)
-        self.indexed: BoundedDict[str, bool] = BoundedDict(INDEXED_KEPT)
+        self.indexed: BoundedDict[str, bool] = BoundedDict(INDEXED_KEPT, memo="items_indexed")
 
     def __call__(self, batch: Sequence[Pending]) -> dict[int, str]:
         refused: dict[int, str] = {}

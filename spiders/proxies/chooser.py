@@ -141,7 +141,7 @@ class ProxyChooser:
         self.pool = pool
         self._lock = threading.Lock()
         # domain -> id of the proxy used last for it, the latest DOMAINS_KEPT (one forgotten starts its rotation anew)
-        self._last: BoundedDict[str, str] = BoundedDict(DOMAINS_KEPT)
+        self._last: BoundedDict[str, str] = BoundedDict(DOMAINS_KEPT, memo="proxy_domains")
 
     def candidates(self, domain: str, exclude: Collection[str] = ()) -> list[Proxy]:
         proxies = [proxy for proxy in self.pool.live() if proxy.id not in exclude]

@@ -36,6 +36,7 @@ from scrapy.http import Response
 from scrapy.http.request import CookiesT
 
 from frontier.robots_rules import product_token
+from messaging.bounded import BoundedDict
 from messaging.regexes import install_exslt_functions
 from messaging.tasks import Task
 from spiders.fleet_settings import crawlfleet_settings
@@ -61,7 +62,7 @@ class FleetSpider(scrapy.Spider):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._rules: dict[str, Any] = {}
+        self._rules: BoundedDict[str, Any] = BoundedDict(MAX_RULES, memo="rules")  # least recently built first
         install_exslt_functions()  # XPath's re:test / re:match / re:replace run in RE2, as the rules' regexes do
         bound_library_xpaths()  # which makes every evaluation log a message: the libraries' evaluators bounded too
 
@@ -116,8 +117,6 @@ class FleetSpider(scrapy.Spider):
                 logger.error("crawl %s: its rule cannot be used: %s", crawl.crawlid, exc)
                 self._count("fleet/rule_errors")
                 return None
-            if len(self._rules) >= MAX_RULES:
-                self._rules.pop(next(iter(self._rules)))
             self._rules[crawl.crawlid] = rule
         return rule
 

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from messaging import keys
+from messaging.bounded import count_evictions, declare_memo
 from messaging.clients import RedisClient, as_text
 from messaging.domains import PARTITIONS
 from messaging.tasks import CrawlFields, CrawlState
 
 logger = logging.getLogger(__name__)
 MAX_CRAWLS = 4096  # crawls remembered by one worker; the least recently loaded are forgotten first
+MEMO = "crawls"  # its evictions, counted in messaging.bounded.EVICTIONS
 MUTABLE_FIELDS = [CrawlFields.STATE, CrawlFields.MAXDEPTH, CrawlFields.MAX_PAGES, CrawlFields.DOMAIN_MAX_PAGES,
                   CrawlFields.PAUSED]
 
@@ -117,6 +119,7 @@ class CrawlCatalog:
         self.refresh_seconds = refresh_seconds
         self.clock = clock
         self._crawls: dict[str, CrawlInfo] = {}
+        declare_memo(MEMO)
         self._lock = threading.Lock()
 
     def get(self, crawlid: str) -> CrawlInfo | None:
@@ -160,6 +163,7 @@ class CrawlCatalog:
                     oldest = sorted(crawls.values(), key=lambda info: info.loaded_at)[:len(crawls) - MAX_CRAWLS]
                     for info in oldest:
                         crawls.pop(info.crawlid, None)
+                    count_evictions(MEMO, len(oldest))
                 self._crawls = crawls  # replaced, never mutated: readers on the reactor thread need no lock
         return {crawlid: self._crawls[crawlid] for crawlid in set(crawlids) if crawlid in self._crawls}
 

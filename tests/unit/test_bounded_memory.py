@@ -8,10 +8,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from frontier.robots_cache import MEMO_HOSTS
-from messaging.bounded import BoundedDict
+from messaging.bounded import BoundedDict, count_evictions, declare_memo, evictions
 from messaging.memory import TrimThread
+from messaging.metrics import MemoEvictions
 
 pytestmark = pytest.mark.unit
 
@@ -81,3 +83,62 @@ def test_the_trim_thread_trims_until_stopped():
     finally:
         thread.stop()
     assert TrimThread(0).start().trims == 0  # 0: never
+
+
+# --- what a bound evicted, counted per memo and served on every process's /metrics --------------------------------
+def evicted_now(memo: str) -> int:
+    return evictions().get(memo, 0)
+
+
+def test_a_named_memo_counts_its_evictions_process_wide():
+    memo = "test_named_memo"
+    first: BoundedDict[int, int] = BoundedDict(2, memo=memo)
+    assert memo in evictions()  # declared with its first instance: served as 0 before any eviction
+    before = evicted_now(memo)
+    second: BoundedDict[int, int] = BoundedDict(1, memo=memo, touch=True)
+    for n in range(5):
+        first[n] = second[n] = n
+    assert first.evicted == 3 and second.evicted == 4
+    assert evicted_now(memo) == before + 7 and "test_named_memo" in repr(first)
+    unnamed: BoundedDict[int, int] = BoundedDict(1)
+    unnamed[1] = unnamed[2] = 0
+    assert unnamed.evicted == 1 and "" not in evictions()
+
+
+def test_structures_bounded_another_way_count_too():
+    declare_memo("test_wholesale")
+    assert evicted_now("test_wholesale") == 0
+    count_evictions("test_wholesale", 200_000)
+    count_evictions("test_wholesale", 0)
+    assert evicted_now("test_wholesale") == 200_000
+
+
+def test_the_evictions_are_a_prometheus_counter_by_memo():
+    registry = CollectorRegistry()
+    registry.register(MemoEvictions())
+    memo: BoundedDict[str, int] = BoundedDict(1, memo="test_scraped")
+    memo["a"], memo["b"], memo["c"] = 1, 2, 3
+    text = generate_latest(registry).decode()
+    assert "# TYPE crawlfleet_memo_evictions_total counter" in text
+    assert 'crawlfleet_memo_evictions_total{memo="test_scraped"} 2.0' in text
+    # the default registry, which every process's endpoint serves (messaging.metrics), has it too
+    assert REGISTRY.get_sample_value("crawlfleet_memo_evictions_total", {"memo": "test_scraped"}) == 2.0
+
+
+def test_a_workers_rules_are_bounded_and_their_evictions_counted(monkeypatch):
+    from spiders.spiders import base
+    from spiders.worker.crawls import CrawlInfo
+
+    monkeypatch.setattr(base, "MAX_RULES", 2)
+
+    class Built(base.FleetSpider):
+        name = "test_built"
+
+        def build_rule(self, crawl):
+            return {"built": crawl.crawlid}
+
+    spider = Built()
+    before = evicted_now("rules")
+    crawls = [CrawlInfo(f"c{n}", rule={"rules": []}) for n in range(5)]
+    assert [spider.rule_for(crawl) for crawl in crawls] == [{"built": f"c{n}"} for n in range(5)]
+    assert list(spider._rules) == ["c3", "c4"] and evicted_now("rules") == before + 3
