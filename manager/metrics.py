@@ -23,6 +23,7 @@ from twisted.web import http, resource, server
 
 from frontier.metrics import ClusterCollector
 from messaging.health import Health, Report
+from messaging.metrics import MemoEvictions
 
 
 class ManagerCollector:
@@ -45,6 +46,7 @@ def manager_registry(manager: Any) -> CollectorRegistry:
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     registry.register(ManagerCollector(manager))
+    registry.register(MemoEvictions())  # the manager's own bounded memos, as every process serves them
     registry.register(ClusterCollector(manager.redis, manager.config.settings.heartbeat_ttl,
                                        stall_show_after=manager.config.settings.stall_show_after))
     return registry

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from messaging.bounded import count_evictions, declare_memo
 from messaging.domains import ip_literal
 from messaging.settings import Settings, load
 
@@ -173,6 +174,7 @@ class AddressCache:
         self.clock = clock
         self._resolve = resolve if resolve is not None else (lambda name: resolve_host(name, self.hostmap))
         self._known: dict[str, tuple[str, float]] = {}  # host -> (address or the host itself, good until)
+        declare_memo("resolved_hosts")
         self._asked: set[str] = set()  # resolutions under way
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="resolve")
@@ -199,6 +201,7 @@ class AddressCache:
             address, ttl = host, self.failed_ttl
         with self._lock:
             if len(self._known) >= self.limit:
+                count_evictions("resolved_hosts", len(self._known))
                 self._known = {}
             self._known[host] = (address, self.clock() + ttl)
             self._asked.discard(host)

@@ -45,6 +45,7 @@ from frontier.bloom import BloomFilter, BloomSpec, crawl_namespace, open_filter
 from frontier.bloom.fingerprint import request_fingerprint, url_fingerprint
 from frontier.bloom.sizing import shard_count
 from messaging import clients, modules
+from messaging.bounded import count_evictions, declare_memo
 from messaging.settings import Settings
 from messaging.stats import Stats
 from spiders.fleet_settings import crawlfleet_settings
@@ -109,6 +110,7 @@ class BloomDupeFilter(BaseDupeFilter):
             raise ValueError(f"CRAWLFLEET_BLOOM_NAMESPACE must be 'crawl' or 'global', not {self.scope!r}")
         self._now_ms = now_ms
         self._filters: OrderedDict[str, BloomFilter] = OrderedDict()
+        declare_memo("bloom_filters")
         self._logged_first = False
 
     @classmethod
@@ -151,6 +153,7 @@ class BloomDupeFilter(BaseDupeFilter):
         self._filters[namespace] = bloom
         if len(self._filters) > OPEN_FILTERS:
             self._filters.popitem(last=False)
+            count_evictions("bloom_filters")
         return bloom
 
     # --- Scrapy's interface --------------------------------------------------------------------------------------
