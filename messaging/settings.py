@@ -617,7 +617,8 @@ define("CRAWLFLEET_PAGE_PROCESSES", -1,
 define("CRAWLFLEET_MALLOC_TRIM_INTERVAL", 30.0,
        "Seconds between two calls of glibc's ``malloc_trim`` in every long-lived process of the fleet (worker, "
        "master, monitors, manager), which give the allocator's free pages back to the system: without it a "
-       "process's resident memory grows with the pages it has handled (``messaging.memory``). 0: never.",
+       "process's resident memory grows with the pages it has handled (``messaging.memory``); with it, glibc's mmap "
+       "threshold is fixed at 128 KiB (blocks from that size up returned when freed). 0: neither.",
        group="worker", parse=float)
 define("CRAWLFLEET_PAGE_PROCESS_RECYCLE", 25000,
        "Pages a page-work process (CRAWLFLEET_PAGE_PROCESSES) is sent before a new one takes its place: the old one "

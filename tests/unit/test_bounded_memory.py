@@ -71,6 +71,46 @@ def test_malloc_trim_gives_back_the_holes_that_freed_page_sized_blocks_leave_aro
     assert before - after > 60_000, out  # most of it given back, although the survivors are still there
 
 
+MAPPED = """
+import ctypes, sys
+from messaging.memory import fix_mmap_threshold
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "fixed":
+    print(fix_mmap_threshold())
+else:
+    print(True)
+big = libc.malloc(4 << 20)  # mapped (over the threshold), then freed: glibc raises its dynamic threshold past it
+libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+libc.memset(big, 1, 4 << 20)
+libc.free(big)
+blocks, survivors = [], []
+for _ in range(40):  # page-sized blocks (20 MB), each followed by a small object that lives on
+    blocks.append(libc.malloc(512 << 10))
+    survivors.append(libc.malloc(2048))
+for block in blocks:
+    libc.free(block)
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = Info
+print(libc.mallinfo2().fordblks)  # bytes free in the heap (holes)
+"""
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "fixed"])
+def test_a_fixed_mmap_threshold_keeps_page_sized_blocks_out_of_the_heap(mode):
+    out = subprocess.run([sys.executable, "-c", MAPPED, mode], capture_output=True, text=True, timeout=60,
+                         check=True, cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    assert out[0] == "True", out
+    holes = int(out[1])
+    if mode == "dynamic":
+        assert holes > 15 << 20, out  # glibc's default: the freed blocks stay in the heap as holes
+    else:
+        assert holes < 5 << 20, out  # mapped alone and unmapped when freed
+
+
 def test_the_trim_thread_trims_until_stopped():
     thread = TrimThread(0.01).start()
     try:
