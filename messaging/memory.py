@@ -13,9 +13,9 @@ The trim thread also fixes glibc's mmap threshold at :data:`MMAP_THRESHOLD` (``m
 default glibc raises it to the largest block freed so far (up to 32 MB), after which a page's body, its decoded text
 and its pickled copy (tens to hundreds of KB each) come from the heap, where they leave holes that ``malloc_trim``
 cannot give back whole. Fixed, every block from 128 KiB up is mapped on its own and returned when freed: a worker's
-resident memory rose 45.7 MB per 100,000 pages after the first 10,000 with the dynamic threshold and 10.4 with a fixed
-one (``bench.soak --pages 30000 --workers 1``, issue 40; fixed there by glibc's ``MALLOC_MMAP_THRESHOLD_=131072``,
-which is what this call does).
+resident memory rose 45.7 MB per 100,000 pages after the first 10,000 with the dynamic threshold, 24.3 with this call
+and 10.4 with the same threshold set from the start by glibc's ``MALLOC_MMAP_THRESHOLD_=131072`` (``bench.soak
+--pages 30000 --workers 1``, one run each on a shared machine, issue 40).
 """
 
 from __future__ import annotations
