@@ -110,7 +110,15 @@ def test_a_kafka_request_names_project_and_spider_and_scrapy_crawl_workers_join_
     fleet.submit({"userid": "ann", "crawlid": crawl, "project": "shop", "spider": "account",
                   "args": {"base": shop_site.url}})
     wait_for(lambda: fleet.redis.hget(keys.crawl(crawl), "spider_type") == b"shop.account", 60, "the crawl stored")
+    # paused until both workers serve it (what the Redis monitor does with a pause request; this fleet runs none): on
+    # a loaded machine the first to start would otherwise crawl it all before the second is up, and the session
+    # cookie's travel between workers (below) would go unseen
+    pause(fleet.redis, crawl)
     workers = [scrapy_crawl(fleet, procs_module, project, "account", f"acct-w{n}") for n in (1, 2)]
+    for worker in workers:
+        wait_for(lambda w=worker: f"serving crawl {crawl} of shop.account" in procs_module.log(w), 120,
+                 "the worker serves the crawl")
+    resume(fleet.redis, crawl)
     event = fleet.wait_finished([crawl], WAIT)[crawl]
     hits = shop_site.counts()  # the fleet's fetches (plain Scrapy's come below)
     for worker in workers:  # both joined the Kafka request's crawl, and ended with it
